@@ -1,0 +1,1 @@
+"""The ``kernelrank`` command (Typer): ``eval`` and ``problems``."""

@@ -1,0 +1,312 @@
+"""Problem definitions: the declarative ``problems/<name>/problem.yaml`` and its reference.
+
+A problem is two folders found by listing, with no central registry to edit:
+
+- ``problems/<name>/problem.yaml``: title, Markdown description, data contract, test cases,
+  benchmark cases per device class (``cpu``, ``cuda``), tolerances per output dtype, time budgets
+  per mode, timing budgets per benchmark case, ranking rule (validated by :class:`ProblemDefinition`);
+- ``reference_kernels/<name>/``: ``reference.py`` (``generate_input``, ``ref_kernel``, ``flops``,
+  ``bytes``), ``templates/`` and ``examples/``.
+
+A *revision* is the SHA-256 of the definition file and every file of the reference folder
+(see :func:`revision_hash`): editing either makes a new revision, and results of different
+revisions are never mixed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import types
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from kernelrank.settings import get_settings
+
+DeviceClass = Literal["cpu", "cuda"]
+Mode = Literal["test", "benchmark", "leaderboard", "profile"]
+MODES: tuple[Mode, ...] = ("test", "benchmark", "leaderboard", "profile")
+DEVICE_CLASSES: tuple[DeviceClass, ...] = ("cpu", "cuda")
+
+DEFINITION_FILE = "problem.yaml"
+REFERENCE_FILE = "reference.py"
+
+
+class ProblemError(ValueError):
+    """A problem folder is missing, malformed, or its definition fails validation."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Tolerance(_Strict):
+    """Elementwise tolerance: an output value passes when ``|out - ref| <= atol + rtol * |ref|``."""
+
+    atol: float = Field(ge=0)
+    rtol: float = Field(ge=0)
+
+
+class ArgContract(_Strict):
+    """One element of the ``data`` tuple as documented to authors (shape, dtype, meaning)."""
+
+    name: str
+    shape: str | None = None
+    dtype: str
+    description: str = ""
+
+
+class DataContract(_Strict):
+    """What ``custom_kernel(data)`` receives and must return; shown to users verbatim."""
+
+    data: list[ArgContract]
+    output: ArgContract
+    notes: str = ""
+
+
+class Budgets(_Strict):
+    """Wall-clock budgets in seconds: ``compile`` bounds loading the submission (C++/CUDA builds
+    included); each mode bounds a whole evaluation in that mode after loading."""
+
+    compile: float = Field(default=300.0, gt=0)
+    test: float = Field(default=120.0, gt=0)
+    benchmark: float = Field(default=300.0, gt=0)
+    leaderboard: float = Field(default=600.0, gt=0)
+    profile: float = Field(default=300.0, gt=0)
+
+    def for_mode(self, mode: Mode) -> float:
+        """Seconds of wall time an evaluation in ``mode`` may take after loading."""
+        return float(getattr(self, mode))
+
+
+class CaseTiming(_Strict):
+    """Seconds of wall time spent timing one benchmark case, per timed mode."""
+
+    benchmark: float = Field(gt=0)
+    leaderboard: float = Field(gt=0)
+
+
+class Case(BaseModel):
+    """One test or benchmark case: parameters for ``generate_input`` plus a ``seed``."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    seed: int
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The case as keyword arguments for ``generate_input`` (``seed`` included)."""
+        return {"seed": self.seed, **(self.model_extra or {})}
+
+    def label(self) -> str:
+        """A short human-readable label, e.g. ``M=4 N=1 dtype=float32 seed=1``."""
+        return " ".join(f"{k}={v}" for k, v in self.params.items())
+
+
+class ProblemDefinition(_Strict):
+    """The validated content of ``problems/<name>/problem.yaml``."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")
+    title: str
+    description: str
+    contract: DataContract
+    tolerances: dict[str, Tolerance]
+    tests: list[Case] = Field(min_length=1)
+    benchmarks: dict[DeviceClass, list[Case]]
+    budgets: Budgets = Budgets()
+    timing: dict[DeviceClass, CaseTiming]
+    ranking: Literal["geometric_mean"] = "geometric_mean"
+    review_speedup: float = Field(default=50.0, gt=1)
+
+    @field_validator("tolerances")
+    @classmethod
+    def _known_dtypes(cls, v: dict[str, Tolerance]) -> dict[str, Tolerance]:
+        known = {"float32", "float16", "bfloat16", "float64"}
+        unknown = set(v) - known
+        if unknown:
+            raise ValueError(f"tolerances for unknown dtypes {sorted(unknown)}; known: {sorted(known)}")
+        return v
+
+    @model_validator(mode="after")
+    def _every_device_has_cases_and_timing(self) -> "ProblemDefinition":
+        for device in DEVICE_CLASSES:
+            if not self.benchmarks.get(device):
+                raise ValueError(f"benchmarks.{device} must list at least one case")
+            if device not in self.timing:
+                raise ValueError(f"timing.{device} is missing")
+        return self
+
+    def benchmark_cases(self, device: DeviceClass) -> list[Case]:
+        """Benchmark cases for a device class (``cpu`` or ``cuda``)."""
+        return list(self.benchmarks[device])
+
+    def tolerance_for(self, dtype: str) -> Tolerance:
+        """Tolerance for an output dtype name (``"bfloat16"``...).
+
+        Raises:
+            ProblemError: the definition has no tolerance for that dtype.
+        """
+        try:
+            return self.tolerances[dtype]
+        except KeyError:
+            raise ProblemError(f"problem {self.name!r} has no tolerance for output dtype {dtype}") from None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A loaded problem: its definition, its reference folder and its revision hash."""
+
+    definition: ProblemDefinition
+    definition_path: Path
+    reference_dir: Path
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    @cached_property
+    def revision(self) -> str:
+        """SHA-256 (hex) of the definition and reference folder; see :func:`revision_hash`."""
+        return revision_hash(self.definition_path, self.reference_dir)
+
+    @property
+    def reference_source(self) -> str:
+        """The text of ``reference.py``: shipped to runners with each job."""
+        return (self.reference_dir / REFERENCE_FILE).read_text(encoding="utf-8")
+
+    def reference_module(self) -> types.ModuleType:
+        """Import ``reference.py`` as a fresh module (trusted code: runs on the judge's side)."""
+        return load_reference_module(self.reference_source, self.name, self.reference_dir / REFERENCE_FILE)
+
+    def spec(self) -> ProblemSpec:
+        """The folder-free :class:`ProblemSpec` of this revision."""
+        return ProblemSpec(self.definition, self.reference_source, self.revision)
+
+    def files(self, folder: str) -> dict[str, str]:
+        """Text of each file in ``reference_kernels/<name>/<folder>`` (``templates``, ``examples``)."""
+        root = self.reference_dir / folder
+        if not root.is_dir():
+            return {}
+        return {p.name: p.read_text(encoding="utf-8") for p in sorted(root.iterdir()) if p.is_file()}
+
+
+@dataclass(frozen=True)
+class ProblemSpec:
+    """What an evaluation needs of a problem, with no folder behind it: a runner receives this
+    in a job message (definition, reference source, revision) and never reads ``problems/``."""
+
+    definition: ProblemDefinition
+    reference_source: str
+    revision: str
+
+    @property
+    def name(self) -> str:
+        return self.definition.name
+
+    def reference_module(self) -> types.ModuleType:
+        """Import the reference source as a fresh module (trusted code, judge's side)."""
+        return load_reference_module(self.reference_source, self.name, f"<reference {self.name}@{self.revision[:12]}>")
+
+    def to_message(self) -> dict[str, Any]:
+        """A JSON-able form for job messages."""
+        return {"definition": self.definition.model_dump(mode="json"), "reference_source": self.reference_source,
+                "revision": self.revision}
+
+    @classmethod
+    def from_message(cls, message: dict[str, Any]) -> "ProblemSpec":
+        """Inverse of :meth:`to_message`.
+
+        Raises:
+            pydantic.ValidationError: the definition is malformed.
+        """
+        return cls(ProblemDefinition.model_validate(message["definition"]), message["reference_source"],
+                   message["revision"])
+
+
+def load_reference_module(source: str, name: str, filename: Path | str) -> types.ModuleType:
+    """Execute a reference's source as a module named ``kernelrank_reference_<name>``.
+
+    Raises:
+        ProblemError: the module lacks ``generate_input``, ``ref_kernel``, ``flops`` or ``bytes``.
+    """
+    module = types.ModuleType(f"kernelrank_reference_{name}")
+    module.__file__ = str(filename)
+    exec(compile(source, str(filename), "exec"), module.__dict__)  # noqa: S102 - trusted admin code
+    missing = [f for f in ("generate_input", "ref_kernel", "flops", "bytes") if not callable(getattr(module, f, None))]
+    if missing:
+        raise ProblemError(f"reference for {name!r} lacks {', '.join(missing)}")
+    return module
+
+
+def revision_hash(definition_path: Path, reference_dir: Path) -> str:
+    """SHA-256 over the definition file and every file under the reference folder.
+
+    Files are hashed in sorted order of their relative paths, each as its path and its bytes,
+    so renaming a file changes the revision too. Caches (``__pycache__``, ``*.pyc``) are skipped.
+    """
+    h = hashlib.sha256()
+    h.update(b"definition\0")
+    h.update(definition_path.read_bytes())
+    for path in sorted(reference_dir.rglob("*")):
+        if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
+            continue
+        h.update(b"\0" + path.relative_to(reference_dir).as_posix().encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+def parse_definition(path: Path) -> ProblemDefinition:
+    """Read and validate one ``problem.yaml``.
+
+    Raises:
+        ProblemError: unreadable YAML or a definition that fails validation (message names the field).
+    """
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as e:
+        raise ProblemError(f"{path}: cannot read YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ProblemError(f"{path}: expected a mapping at top level")
+    try:
+        return ProblemDefinition.model_validate(raw)
+    except ValueError as e:
+        raise ProblemError(f"{path}: invalid problem definition:\n{e}") from e
+
+
+def load_problem(name: str, problems_dir: Path | None = None, reference_dir: Path | None = None) -> Problem:
+    """Load ``problems/<name>`` and ``reference_kernels/<name>``.
+
+    Raises:
+        ProblemError: unknown problem, a folder name that differs from the definition's ``name``,
+            or a missing reference.
+    """
+    settings = get_settings()
+    problems_dir = problems_dir or settings.problems_dir
+    reference_dir = reference_dir or settings.reference_kernels_dir
+    definition_path = problems_dir / name / DEFINITION_FILE
+    if not definition_path.is_file():
+        known = ", ".join(list_problem_names(problems_dir)) or "none"
+        raise ProblemError(f"unknown problem {name!r} (known: {known})")
+    definition = parse_definition(definition_path)
+    if definition.name != name:
+        raise ProblemError(f"{definition_path}: name {definition.name!r} differs from its folder {name!r}")
+    ref = reference_dir / name
+    if not (ref / REFERENCE_FILE).is_file():
+        raise ProblemError(f"problem {name!r} has no {ref / REFERENCE_FILE}")
+    return Problem(definition=definition, definition_path=definition_path, reference_dir=ref)
+
+
+def list_problem_names(problems_dir: Path | None = None) -> list[str]:
+    """Names of the folders under ``problems/`` that hold a ``problem.yaml``, sorted."""
+    problems_dir = problems_dir or get_settings().problems_dir
+    if not problems_dir.is_dir():
+        return []
+    return sorted(p.name for p in problems_dir.iterdir() if (p / DEFINITION_FILE).is_file())
+
+
+def load_all(problems_dir: Path | None = None, reference_dir: Path | None = None) -> list[Problem]:
+    """Every problem found by listing ``problems/``."""
+    return [load_problem(n, problems_dir, reference_dir) for n in list_problem_names(problems_dir)]

@@ -1,0 +1,72 @@
+"""Reference for the ``gemm`` problem: ``c = a @ b`` in bfloat16 with float32 accumulation.
+
+Data contract (see ``problems/gemm/problem.yaml``):
+
+- ``data = (a, b)``: ``a`` is ``[M, K]`` bfloat16, ``b`` is ``[K, N]`` bfloat16, both contiguous
+  (row-major) and on the run's device.
+- output ``c``: ``[M, N]`` bfloat16, ``c[i, j] = sum_k a[i, k] * b[k, j]`` with the products and the
+  sum carried in float32 and rounded to bfloat16 once at the end.
+
+Roofline figures (the usual GEMM conventions, e.g. NVIDIA's "Matrix Multiplication Background"
+guide, https://docs.nvidia.com/deeplearning/performance/dl-performance-matrix-multiplication/):
+``flops = 2*M*N*K`` (one multiply and one add per term) and the minimum traffic
+``bytes = (M*K + K*N + M*N) * 2`` (read ``a`` and ``b`` once, write ``c`` once, 2 bytes per bf16).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+ELEM_SIZE = 2  # bytes per bfloat16 element
+
+
+def generate_input(*, M: int, N: int, K: int, seed: int, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Random ``(a, b)`` for one case, deterministic for ``seed`` on a given device.
+
+    ``a[i, k] ~ N(0, 1)`` and ``b[k, j] ~ N(0, 1) / sqrt(K)``, drawn in float32 and rounded to
+    bfloat16. With that scaling every output ``c[i, j] = sum_k a[i, k] b[k, j]`` has variance
+    ``K * 1 * (1/K) = 1`` whatever ``K`` is, so outputs are O(1): a relative-plus-absolute
+    tolerance means the same thing for ``K = 1`` and ``K = 14336``, and an accumulator kept in
+    bfloat16 (whose rounding error grows with ``K``) is caught on the large-``K`` cases.
+
+    Args:
+        M: rows of ``a`` and of the output.
+        N: columns of ``b`` and of the output.
+        K: the reduction length (columns of ``a``, rows of ``b``).
+        seed: seed of a local ``torch.Generator`` (the global RNG is never touched).
+        device: where to create the tensors (``"cpu"``, ``"cuda"``...).
+
+    Returns:
+        ``(a, b)``: ``a`` ``[M, K]`` and ``b`` ``[K, N]``, bfloat16, contiguous, on ``device``.
+    """
+    gen = torch.Generator(device=device).manual_seed(seed)
+    a = torch.randn(M, K, generator=gen, device=device, dtype=torch.float32)
+    b = torch.randn(K, N, generator=gen, device=device, dtype=torch.float32)
+    b.mul_(1.0 / math.sqrt(K))
+    return a.to(torch.bfloat16).contiguous(), b.to(torch.bfloat16).contiguous()
+
+
+def ref_kernel(data: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """``c = a @ b`` computed in float32 and rounded once to bfloat16.
+
+    Args:
+        data: ``(a, b)`` with ``a`` ``[M, K]`` and ``b`` ``[K, N]`` bfloat16 (not modified).
+
+    Returns:
+        ``[M, N]`` bfloat16 on the inputs' device: ``(a.float() @ b.float()).to(torch.bfloat16)``.
+    """
+    a, b = data
+    return (a.float() @ b.float()).to(torch.bfloat16)
+
+
+def flops(case: dict) -> int:
+    """Floating-point operations of one call: ``2 * M * N * K`` (a multiply and an add per term)."""
+    return 2 * int(case["M"]) * int(case["N"]) * int(case["K"])
+
+
+def bytes(case: dict) -> int:  # noqa: A001 - name required by the harness
+    """Minimum DRAM traffic of one call: ``(M*K + K*N + M*N) * 2`` (read a, b once; write c once; bf16)."""
+    M, N, K = int(case["M"]), int(case["N"]), int(case["K"])
+    return (M * K + K * N + M * N) * ELEM_SIZE

@@ -1,0 +1,84 @@
+"""Correctness: a submission's output against the reference output, on the judge's side.
+
+Rules (GPU MODE's and KernelBench's, made explicit): shape, dtype and device must match and the
+output must be a plain ``torch.Tensor`` (no subclass); values pass where
+``|out - ref| <= atol + rtol * |ref|``; NaN must sit where the reference has NaN and infinities
+must match the reference's in place and sign. Comparison is in float32 (float64 for float64).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """Outcome of comparing one output. Error figures are over finite reference values;
+    ``first_mismatch`` is the multi-index of the first failing element in row-major order."""
+
+    passed: bool
+    message: str
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    mismatches: int = 0
+    numel: int = 0
+    first_mismatch: list[int] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_device: str | None = None) -> CheckResult:
+    """Compare ``out`` to ``ref``.
+
+    Args:
+        out: what the submission returned (any object: anything but a plain tensor fails).
+        ref: the reference output.
+        atol, rtol: the problem's tolerance for ``ref.dtype``.
+        out_device: the device the submission's output was on, when ``out`` was moved to the
+            judge over the channel (its ``.device`` is then the judge's, not the submission's).
+    """
+    if type(out) is not torch.Tensor:  # noqa: E721 - exact type: subclasses can defer work into the checker
+        return CheckResult(False, f"output must be a plain torch.Tensor, got {type(out).__module__}.{type(out).__qualname__}")
+    if tuple(out.shape) != tuple(ref.shape):
+        return CheckResult(False, f"output shape {list(out.shape)} differs from expected {list(ref.shape)}")
+    if out.dtype != ref.dtype:
+        return CheckResult(False, f"output dtype {_name(out.dtype)} differs from expected {_name(ref.dtype)}")
+    device = out_device if out_device is not None else str(out.device)
+    if torch.device(device).type != ref.device.type:
+        return CheckResult(False, f"output device {device} differs from expected {ref.device.type}")
+
+    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    o = out.detach().to(ref.device, work)
+    r = ref.detach().to(work)
+    numel = r.numel()
+    if numel == 0:
+        return CheckResult(True, "ok", 0.0, 0.0, 0, 0)
+
+    close = torch.isclose(o, r, rtol=rtol, atol=atol, equal_nan=True)
+    finite = torch.isfinite(r) & torch.isfinite(o)
+    diff = (o - r).abs()
+    max_abs = float(diff[finite].max()) if finite.any() else 0.0
+    nz = finite & (r != 0)
+    max_rel = float((diff[nz] / r[nz].abs()).max()) if nz.any() else 0.0
+    bad = ~close
+    mismatches = int(bad.sum())
+    if mismatches == 0:
+        return CheckResult(True, "ok", max_abs, max_rel, 0, numel)
+
+    flat = int(bad.reshape(-1).nonzero()[0, 0])
+    index = [int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape)]
+    got, want = float(o.reshape(-1)[flat]), float(r.reshape(-1)[flat])
+    message = (
+        f"{mismatches} of {numel} values outside atol={atol:g} + rtol={rtol:g}*|ref|; "
+        f"max abs error {max_abs:.4g}, max rel error {max_rel:.4g}; "
+        f"first mismatch at {index}: got {got!r}, expected {want!r}"
+    )
+    return CheckResult(False, message, max_abs, max_rel, mismatches, numel, index)
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

@@ -1,0 +1,181 @@
+"""Entry point of the child process that runs submitted code (``python -m kernelrank.runner.child``).
+
+Everything here runs next to hostile code and is untrusted by the judge: it only loads the
+submission, calls ``custom_kernel`` when asked, times calls with the shared timer, and sends
+snapshots of outputs back over the private channel. The judge checks every answer itself.
+
+Usage: ``python -m kernelrank.runner.child FD DEVICE THREADS`` where FD is the inherited socket.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import resource
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+SUBMISSION_FILE = "submission.py"
+_MESSAGE_LIMIT = 4096
+_TRACEBACK_LIMIT = 16384
+
+
+def _error_kind(exc: BaseException) -> str:
+    """``compile_error`` for Python syntax, C++/CUDA build and Triton compilation failures, else
+    ``runtime_error``."""
+    name = type(exc).__name__
+    if isinstance(exc, SyntaxError) or name in ("CompilationError", "CalledProcessError"):
+        return "compile_error"
+    if isinstance(exc, RuntimeError) and "Error building extension" in str(exc):
+        return "compile_error"
+    return "runtime_error"
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    tb = "".join(traceback.format_exception(exc))
+    return {
+        "ok": False,
+        "kind": _error_kind(exc),
+        "message": f"{type(exc).__name__}: {exc}"[:_MESSAGE_LIMIT],
+        "traceback": tb[-_TRACEBACK_LIMIT:],
+    }
+
+
+class Worker:
+    """Serves the judge's requests: ``load``, ``call``, ``warmup``, ``bench``, ``profile``, ``exit``."""
+
+    def __init__(self, channel: Any, device: str):
+        from kernelrank.runner.timing import WARMUP_MIN_CALLS, WARMUP_SECONDS, make_timer
+
+        self.channel = channel
+        self.device = device
+        self.timer = make_timer(device)
+        self.kernel: Any = None
+        self.warmup_seconds = WARMUP_SECONDS
+        self.warmup_min_calls = WARMUP_MIN_CALLS
+
+    def serve(self) -> None:
+        while True:
+            msg = self.channel.recv(device=self.device)
+            op = msg.get("op") if isinstance(msg, dict) else None
+            if op == "exit":
+                self.channel.send({"ok": True})
+                return
+            handler = getattr(self, f"op_{op}", None)
+            if handler is None:
+                reply: dict[str, Any] = {"ok": False, "kind": "protocol", "message": f"unknown op {op!r}"}
+            else:
+                try:
+                    reply = handler(msg)
+                except BaseException as exc:  # noqa: BLE001 - SystemExit from submitted code is a verdict too
+                    reply = _error(exc)
+            self.channel.send(reply)
+
+    # -- operations ---------------------------------------------------------------------------
+    def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        spec = importlib.util.spec_from_file_location("submission", os.path.abspath(SUBMISSION_FILE))
+        if spec is None or spec.loader is None:
+            raise ImportError(f"cannot import {SUBMISSION_FILE}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module
+        spec.loader.exec_module(module)
+        kernel = getattr(module, "custom_kernel", None)
+        if not callable(kernel):
+            return {"ok": False, "kind": "compile_error",
+                    "message": "the submission defines no callable custom_kernel(data)"}
+        self.kernel = kernel
+        return {"ok": True}
+
+    def op_call(self, msg: dict[str, Any]) -> dict[str, Any]:
+        out, _ = self.timer.time_call(self.kernel, msg["data"])
+        return {"ok": True, **self._snapshot(out)}
+
+    def op_warmup(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Warm-up calls on one input set until both the minimum calls and seconds are reached;
+        answers the times and the first output."""
+        data = msg["data"]
+        times: list[int] = []
+        first: dict[str, Any] | None = None
+        start = time.perf_counter()
+        while len(times) < self.warmup_min_calls or time.perf_counter() - start < self.warmup_seconds:
+            out, ns = self.timer.time_call(self.kernel, data)
+            times.append(ns)
+            if first is None:
+                first = self._snapshot(out)
+            if len(times) >= int(msg.get("max_calls", 100)):
+                break
+        return {"ok": True, "times_ns": times, **(first or {})}
+
+    def op_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Timed calls. ``sets``: one input set per call (leaderboard: fresh inputs, every output
+        returned) or a single set reused ``repeat`` times (benchmark: the last output returned)."""
+        sets = msg["sets"]
+        repeat = int(msg.get("repeat", len(sets)))
+        every = bool(msg.get("return_all", True))
+        times: list[int] = []
+        outs: list[dict[str, Any]] = []
+        for i in range(repeat):
+            data = sets[i] if len(sets) > 1 else sets[0]
+            out, ns = self.timer.time_call(self.kernel, data)
+            times.append(ns)
+            if every or i == repeat - 1:
+                outs.append(self._snapshot(out))
+            del out
+        return {"ok": True, "times_ns": times, "outputs": outs}
+
+    def op_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """``torch.profiler`` over a few calls per input set, labelled per case; answers the table
+        of kernels by self time and writes a Chrome trace to ``trace_file``."""
+        from torch.profiler import ProfilerActivity, profile, record_function
+
+        activities = [ProfilerActivity.CPU]
+        sort_by = "self_cpu_time_total"
+        if self.device == "cuda":  # pragma: no cover - GPU-only
+            activities.append(ProfilerActivity.CUDA)
+            sort_by = "self_cuda_time_total"
+        calls = int(msg.get("calls", 3))
+        with profile(activities=activities, record_shapes=True) as prof:
+            for label, data in zip(msg["labels"], msg["sets"]):
+                for _ in range(calls):
+                    with record_function(str(label)):
+                        self.kernel(data)
+                    self.timer.synchronize()
+        table = prof.key_averages().table(sort_by=sort_by, row_limit=int(msg.get("rows", 25)))
+        prof.export_chrome_trace(msg.get("trace_file", "trace.json"))
+        return {"ok": True, "table": table}
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _snapshot(self, out: Any) -> dict[str, Any]:
+        """What the judge needs to check an output: for a plain tensor, a host copy taken now;
+        otherwise only the name of its type (which fails the check)."""
+        import torch
+
+        if type(out) is not torch.Tensor:  # noqa: E721
+            return {"out": None, "out_type": f"{type(out).__module__}.{type(out).__qualname__}", "out_device": None}
+        return {"out": out.detach().to("cpu", copy=True), "out_type": "torch.Tensor", "out_device": str(out.device)}
+
+
+def main(argv: list[str]) -> int:
+    """Set limits, connect the channel, serve until ``exit`` or the channel closes."""
+    fd, device, threads = int(argv[1]), argv[2], int(argv[3])
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    sock = socket.socket(fileno=fd)
+    import torch  # after the judge set the environment (TRITON_INTERPRET on the CPU)
+
+    if threads > 0:
+        torch.set_num_threads(threads)
+    from kernelrank.runner.wire import Channel, ChannelClosed
+
+    channel = Channel(sock)
+    try:
+        Worker(channel, device).serve()
+    except ChannelClosed:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

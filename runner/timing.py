@@ -1,0 +1,199 @@
+"""Timing: one timer interface with a CPU and a CUDA implementation, and pure statistics.
+
+The method is the field's (``triton.testing.do_bench``; GPU MODE's eval; KernelBench):
+
+- warm-up calls before measuring (compilation, caches, allocator);
+- each timed call measured on its own: on CUDA the L2 cache is flushed first by zeroing a
+  256 MiB buffer, then an event pair brackets the call with a *whole-device* synchronize before
+  the end event, so work the submission puts on side streams is counted; on the CPU,
+  ``time.perf_counter_ns`` brackets the call (CPU work is synchronous);
+- stop after at least :data:`MIN_RUNS` runs once the standard error of the mean is under
+  ``rel_stderr`` of the mean (1% on CPU, 0.1% on CUDA) or the case's time budget is spent.
+
+:func:`summarize` and :func:`should_stop` are pure functions over recorded times, tested without
+any device. Everything here that only a GPU can execute is inside :class:`CudaTimer`.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Protocol
+
+MIN_RUNS = 3
+#: Hard cap on timed runs of one case (the field: 100, up to 1000).
+MAX_RUNS = 1000
+#: Relative standard error at which timing stops, per device class.
+REL_STDERR = {"cpu": 0.01, "cuda": 0.001}
+#: Bytes zeroed before each timed call on CUDA to flush L2 (do_bench and GPU MODE use 256 MiB).
+L2_FLUSH_BYTES = 256 * 1024 * 1024
+#: Minimum warm-up, in seconds of calls (do_bench: 25 ms) and in calls.
+WARMUP_SECONDS = 0.025
+WARMUP_MIN_CALLS = 1
+
+
+@dataclass(frozen=True)
+class TimingStats:
+    """Summary of one case's timed runs; all times in nanoseconds.
+
+    ``stderr_ns`` is the standard error of the mean, ``std / sqrt(runs)``, with the sample
+    standard deviation (n - 1); both are 0 for a single run.
+    """
+
+    runs: int
+    mean_ns: float
+    std_ns: float
+    stderr_ns: float
+    min_ns: float
+    median_ns: float
+    max_ns: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def summarize(times_ns: list[float] | list[int]) -> TimingStats:
+    """Statistics of per-call times (ns).
+
+    Raises:
+        ValueError: no times.
+    """
+    if not times_ns:
+        raise ValueError("no timed runs to summarize")
+    xs = [float(t) for t in times_ns]
+    n = len(xs)
+    mean = statistics.fmean(xs)
+    std = statistics.stdev(xs) if n > 1 else 0.0
+    return TimingStats(
+        runs=n,
+        mean_ns=mean,
+        std_ns=std,
+        stderr_ns=std / math.sqrt(n),
+        min_ns=min(xs),
+        median_ns=statistics.median(xs),
+        max_ns=max(xs),
+    )
+
+
+def should_stop(times_ns: list[float] | list[int], rel_stderr: float, spent_s: float, budget_s: float,
+                max_runs: int = MAX_RUNS) -> bool:
+    """The stopping rule: at least :data:`MIN_RUNS` runs and (standard error under ``rel_stderr``
+    of the mean, or budget spent, or ``max_runs`` reached).
+
+    A budget that runs out before :data:`MIN_RUNS` still stops: a kernel too slow for three runs
+    in its budget is reported with the runs it got.
+    """
+    n = len(times_ns)
+    if n >= max_runs:
+        return True
+    if spent_s >= budget_s and n >= 1:
+        return True
+    if n < MIN_RUNS:
+        return False
+    s = summarize(times_ns)
+    return s.mean_ns > 0 and s.stderr_ns / s.mean_ns < rel_stderr
+
+
+def geometric_mean(values: list[float]) -> float:
+    """Geometric mean of positive values, ``exp(mean(log v))``; the ranking rule over cases.
+
+    Raises:
+        ValueError: no values, or a value that is not positive.
+    """
+    if not values or any(v <= 0 for v in values):
+        raise ValueError("geometric mean needs positive values")
+    return math.exp(statistics.fmean(math.log(v) for v in values))
+
+
+def roofline(flops: float, nbytes: float, mean_ns: float) -> tuple[float, float]:
+    """Achieved ``(TFLOP/s, GB/s)`` for one call of ``mean_ns`` nanoseconds.
+
+    TFLOP/s = flops / (mean_ns * 1e-9) / 1e12; GB/s = bytes / (mean_ns * 1e-9) / 1e9.
+    """
+    seconds = mean_ns * 1e-9
+    return flops / seconds / 1e12, nbytes / seconds / 1e9
+
+
+class Timer(Protocol):
+    """Measures one call of a kernel; the loop and statistics around it are shared."""
+
+    device: str
+
+    def time_call(self, fn: Callable[[Any], Any], data: Any) -> tuple[Any, int]:
+        """Run ``fn(data)`` once, return ``(output, elapsed_ns)`` with all its work finished."""
+        ...
+
+    def synchronize(self) -> None:
+        """Wait for all outstanding work on the device."""
+        ...
+
+
+class CpuTimer:
+    """``time.perf_counter_ns`` around the call; CPU kernels are synchronous, so nothing to wait for.
+
+    No cache flush: the CPU's caches are a property of the machine the CPU leaderboard ranks on,
+    and every entry, the reference included, is timed the same way.
+    """
+
+    device = "cpu"
+
+    def __init__(self) -> None:
+        self._clock = time.perf_counter_ns
+
+    def time_call(self, fn: Callable[[Any], Any], data: Any) -> tuple[Any, int]:
+        clock = self._clock
+        t0 = clock()
+        out = fn(data)
+        t1 = clock()
+        return out, t1 - t0
+
+    def synchronize(self) -> None:
+        return None
+
+
+class CudaTimer:  # pragma: no cover - GPU-only: no CUDA device on this project's machines or CI
+    """CUDA events around the call, L2 flushed before it, whole device synchronized before the end event.
+
+    Sequence per call (do_bench and GPU MODE, plus the whole-device sync of KernelBench's fix for
+    side-stream escapes): zero a 256 MiB buffer; ``torch.cuda.synchronize()``; record start;
+    ``fn(data)``; ``torch.cuda.synchronize()``; record end; wait for end; elapsed in ns.
+    """
+
+    device = "cuda"
+
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+        self._sync = torch.cuda.synchronize
+        self._event = torch.cuda.Event
+        self._flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+
+    def time_call(self, fn: Callable[[Any], Any], data: Any) -> tuple[Any, int]:
+        start, end = self._event(enable_timing=True), self._event(enable_timing=True)
+        self._flush.zero_()
+        self._sync()
+        start.record()
+        out = fn(data)
+        self._sync()
+        end.record()
+        end.synchronize()
+        return out, int(start.elapsed_time(end) * 1e6)
+
+    def synchronize(self) -> None:
+        self._sync()
+
+
+def make_timer(device: str) -> Timer:
+    """The timer for a device class: :class:`CpuTimer` for ``"cpu"``, :class:`CudaTimer` for ``"cuda"``.
+
+    Raises:
+        ValueError: an unknown device class.
+    """
+    if device == "cpu":
+        return CpuTimer()
+    if device == "cuda":  # pragma: no cover - GPU-only
+        return CudaTimer()
+    raise ValueError(f"unknown device {device!r}")

@@ -1,0 +1,249 @@
+"""The private channel between the judge and the child that runs submitted code.
+
+Messages cross a socket pair, never stdout, and never as pickle: unpickling bytes from hostile
+code would hand it the judge. A message is a JSON header plus raw buffers::
+
+    [u32 header length][header JSON][u64 length][buffer bytes]...  (little-endian)
+
+Values are encoded recursively: ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples,
+string-keyed dicts, and tensors as ``{"__tensor__": i, "dtype": "bfloat16", "shape": [..]}``
+referring to buffer ``i``. :func:`decode` checks every tensor's dtype against an allowlist and its
+byte length against its shape, and :class:`Channel` bounds the size of what it accepts, so the
+judge never allocates what the child merely claims.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+import time
+from typing import Any
+
+import torch
+
+_HEADER = struct.Struct("<I")
+_BUFLEN = struct.Struct("<Q")
+MAX_HEADER_BYTES = 4 * 1024 * 1024
+
+#: dtypes that may cross the channel, by name.
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float64": torch.float64,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int16": torch.int16,
+    "int8": torch.int8,
+    "uint8": torch.uint8,
+    "bool": torch.bool,
+}
+_DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
+
+
+class WireError(Exception):
+    """A malformed, oversized or truncated message, or a closed channel."""
+
+
+class ChannelClosed(WireError):
+    """The peer closed its end (for the judge: the child exited or died)."""
+
+
+class ChannelTimeout(WireError):
+    """No complete message arrived before the deadline."""
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """Wire name of a dtype (``torch.bfloat16`` -> ``"bfloat16"``).
+
+    Raises:
+        WireError: the dtype may not cross the channel.
+    """
+    try:
+        return _DTYPE_NAMES[dtype]
+    except KeyError:
+        raise WireError(f"dtype {dtype} cannot cross the channel") from None
+
+
+def encode(value: Any) -> tuple[dict[str, Any], list[memoryview]]:
+    """Encode a value into a JSON-able header and a list of raw buffers.
+
+    Tensors are copied to host memory (``.cpu()``) and made contiguous; their bytes are a snapshot,
+    so later writes to the tensor by anyone do not change what was sent.
+
+    Raises:
+        WireError: a value of a type the channel does not carry.
+    """
+    buffers: list[memoryview] = []
+
+    def enc(v: Any) -> Any:
+        if v is None or isinstance(v, (bool, int, str)):
+            return v
+        if isinstance(v, float):
+            return {"__float__": repr(v)} if not math.isfinite(v) else v
+        if isinstance(v, torch.Tensor):
+            t = v.detach()
+            name = dtype_name(t.dtype)
+            t = t.to("cpu", copy=True).contiguous()
+            raw = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+            buffers.append(memoryview(raw.numpy()).cast("B"))
+            return {"__tensor__": len(buffers) - 1, "dtype": name, "shape": list(t.shape)}
+        if isinstance(v, tuple):
+            return {"__tuple__": [enc(x) for x in v]}
+        if isinstance(v, list):
+            return [enc(x) for x in v]
+        if isinstance(v, dict):
+            if not all(isinstance(k, str) for k in v):
+                raise WireError("dict keys must be strings")
+            return {"__dict__": {k: enc(x) for k, x in v.items()}}
+        raise WireError(f"cannot send a value of type {type(v).__name__}")
+
+    return {"body": enc(value)}, buffers
+
+
+def decode(header: dict[str, Any], buffers: list[bytes | bytearray], device: str = "cpu") -> Any:
+    """Inverse of :func:`encode`; tensors are created on ``device``.
+
+    Raises:
+        WireError: an unknown dtype, a negative or inconsistent shape, a missing buffer.
+    """
+
+    def dec(v: Any) -> Any:
+        if v is None or isinstance(v, (bool, int, float, str)):
+            return v
+        if isinstance(v, list):
+            return [dec(x) for x in v]
+        if not isinstance(v, dict) or len(v) == 0:
+            raise WireError("malformed value")
+        if "__tuple__" in v:
+            return tuple(dec(x) for x in _list(v["__tuple__"]))
+        if "__dict__" in v:
+            d = v["__dict__"]
+            if not isinstance(d, dict):
+                raise WireError("malformed dict")
+            return {str(k): dec(x) for k, x in d.items()}
+        if "__float__" in v:
+            s = v["__float__"]
+            if s not in ("nan", "inf", "-inf"):
+                raise WireError("malformed float")
+            return float(s)
+        if "__tensor__" in v:
+            return _tensor(v, buffers, device)
+        raise WireError("malformed value")
+
+    if not isinstance(header, dict) or "body" not in header:
+        raise WireError("message has no body")
+    return dec(header["body"])
+
+
+def _list(v: Any) -> list[Any]:
+    if not isinstance(v, list):
+        raise WireError("malformed list")
+    return v
+
+
+def _tensor(v: dict[str, Any], buffers: list[bytes | bytearray], device: str) -> torch.Tensor:
+    idx, name, shape = v.get("__tensor__"), v.get("dtype"), v.get("shape")
+    if not isinstance(idx, int) or not 0 <= idx < len(buffers):
+        raise WireError("tensor refers to a missing buffer")
+    if name not in DTYPES:
+        raise WireError(f"tensor dtype {name!r} not allowed")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and 0 <= s < 2**40 for s in shape) or len(shape) > 8:
+        raise WireError("malformed tensor shape")
+    dtype = DTYPES[name]
+    numel = math.prod(shape)
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    raw = buffers[idx]
+    if len(raw) != numel * itemsize:
+        raise WireError(f"tensor of shape {shape} and dtype {name} needs {numel * itemsize} bytes, got {len(raw)}")
+    if numel == 0:
+        t = torch.empty(shape, dtype=dtype)
+    else:
+        t = torch.frombuffer(bytearray(raw) if isinstance(raw, bytes) else raw, dtype=torch.uint8).view(dtype).reshape(shape)
+    return t.to(device) if device != "cpu" else t
+
+
+class Channel:
+    """One end of the socket pair, sending and receiving whole messages.
+
+    Args:
+        sock: a connected ``AF_UNIX`` stream socket.
+        max_message_bytes: the most this end accepts in one message (header and buffers);
+            a larger claim raises :class:`WireError` before anything is allocated.
+    """
+
+    def __init__(self, sock: socket.socket, max_message_bytes: int = 1 << 34):
+        self.sock = sock
+        self.max_message_bytes = max_message_bytes
+
+    def send(self, value: Any) -> None:
+        """Encode and send one message (blocking)."""
+        header, buffers = encode(value)
+        head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
+        self.sock.sendall(_HEADER.pack(len(head)) + head + _BUFLEN.pack(len(buffers)))
+        for buf in buffers:
+            self.sock.sendall(_BUFLEN.pack(buf.nbytes))
+            if buf.nbytes:
+                self.sock.sendall(buf)
+
+    def recv(self, deadline: float | None = None, device: str = "cpu") -> Any:
+        """Receive one message, decoding tensors onto ``device``.
+
+        Args:
+            deadline: ``time.monotonic()`` value after which :class:`ChannelTimeout` is raised.
+
+        Raises:
+            ChannelClosed, ChannelTimeout, WireError.
+        """
+        budget = self.max_message_bytes
+        (hlen,) = _HEADER.unpack(self._read(_HEADER.size, deadline))
+        if hlen > min(MAX_HEADER_BYTES, budget):
+            raise WireError(f"message header of {hlen} bytes is over the limit")
+        try:
+            header = json.loads(self._read(hlen, deadline))
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise WireError(f"message header is not JSON: {e}") from None
+        budget -= hlen
+        (nbuf,) = _BUFLEN.unpack(self._read(_BUFLEN.size, deadline))
+        if nbuf > 1 << 20:
+            raise WireError("too many buffers")
+        buffers = []
+        for _ in range(nbuf):
+            (blen,) = _BUFLEN.unpack(self._read(_BUFLEN.size, deadline))
+            if blen > budget:
+                raise WireError(f"message of more than {self.max_message_bytes} bytes refused")
+            budget -= blen
+            buffers.append(self._read(blen, deadline))
+        return decode(header, buffers, device)
+
+    def _read(self, n: int, deadline: float | None) -> bytearray:
+        out = bytearray(n)
+        view = memoryview(out)
+        got = 0
+        while got < n:
+            if deadline is not None:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise ChannelTimeout("no answer before the deadline")
+                self.sock.settimeout(remaining)
+            else:
+                self.sock.settimeout(None)
+            try:
+                k = self.sock.recv_into(view[got:], min(n - got, 1 << 24))
+            except TimeoutError:
+                raise ChannelTimeout("no answer before the deadline") from None
+            except OSError as e:
+                raise ChannelClosed(f"channel error: {e}") from None
+            if k == 0:
+                raise ChannelClosed("the other side closed the channel")
+            got += k
+        return out
+
+    def close(self) -> None:
+        """Close this end."""
+        try:
+            self.sock.close()
+        except OSError:
+            pass

@@ -1,0 +1,42 @@
+"""Shared fixtures: an isolated cache and scratch folder, and the test-only problem ``double``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelrank.problems import Problem, load_problem
+from kernelrank.runner.harness import EvalOptions
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SUBMISSIONS = FIXTURES / "submissions"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test reads or writes the user's ~/.cache/kernelrank."""
+    import os
+
+    from kernelrank.settings import get_settings
+
+    os.environ["KERNELRANK_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
+    get_settings.cache_clear()
+
+
+@pytest.fixture(scope="session")
+def double() -> Problem:
+    """The test-only problem ``double`` (``y = 2x``), with small time budgets."""
+    return load_problem("double", FIXTURES / "problems", FIXTURES / "reference_kernels")
+
+
+@pytest.fixture
+def options(tmp_path: Path) -> EvalOptions:
+    """Options with a private scratch folder and reference cache per test."""
+    return EvalOptions(scratch_dir=tmp_path / "scratch", cache_dir=tmp_path / "cache", trace_dir=tmp_path / "traces")
+
+
+def submission(name: str) -> str:
+    """Source of a fixture submission under ``tests/fixtures/submissions``."""
+    return (SUBMISSIONS / name).read_text(encoding="utf-8")

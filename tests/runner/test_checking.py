@@ -1,0 +1,63 @@
+"""The judge's comparison of outputs with the reference."""
+
+from __future__ import annotations
+
+import torch
+
+from kernelrank.runner.checking import check_output
+
+
+def test_equal_passes_and_reports_zero_error() -> None:
+    r = torch.randn(4, 5)
+    c = check_output(r.clone(), r, atol=0, rtol=0)
+    assert c.passed and c.max_abs_error == 0 and c.mismatches == 0
+
+
+def test_tolerance_formula_is_atol_plus_rtol_times_ref() -> None:
+    ref = torch.tensor([100.0, 0.0])
+    # bound at 100 is 0.05 + 0.01 * 100 = 1.05; at ref 0 only atol counts
+    assert check_output(torch.tensor([101.04, 0.049]), ref, atol=0.05, rtol=0.01).passed
+    c = check_output(torch.tensor([101.04, 0.06]), ref, atol=0.05, rtol=0.01)
+    assert not c.passed and c.mismatches == 1 and c.first_mismatch == [1]
+    c = check_output(torch.tensor([101.06, 0.0]), ref, atol=0.05, rtol=0.01)
+    assert not c.passed and c.first_mismatch == [0]
+
+
+def test_failure_reports_figures_and_first_index() -> None:
+    ref = torch.zeros(3, 4)
+    out = ref.clone()
+    out[1, 2] = 0.5
+    out[2, 3] = -2.0
+    c = check_output(out, ref, atol=1e-3, rtol=1e-3)
+    assert not c.passed
+    assert c.mismatches == 2 and c.first_mismatch == [1, 2]
+    assert c.max_abs_error == 2.0
+    assert "2 of 12" in c.message and "[1, 2]" in c.message
+
+
+def test_nan_and_inf_must_agree() -> None:
+    ref = torch.tensor([float("nan"), float("inf"), 1.0])
+    assert check_output(ref.clone(), ref, 0, 0).passed
+    assert not check_output(torch.tensor([0.0, float("inf"), 1.0]), ref, 1e9, 0).passed
+    assert not check_output(torch.tensor([float("nan"), float("-inf"), 1.0]), ref, 1e9, 0).passed
+    assert not check_output(torch.tensor([float("nan"), float("inf"), float("nan")]), ref, 1e9, 0).passed
+
+
+def test_shape_dtype_device_and_type_checks() -> None:
+    ref = torch.zeros(2, 3, dtype=torch.bfloat16)
+    assert "shape" in check_output(torch.zeros(3, 2, dtype=torch.bfloat16), ref, 1, 1).message
+    assert "dtype" in check_output(torch.zeros(2, 3), ref, 1, 1).message
+    assert "device" in check_output(torch.zeros(2, 3, dtype=torch.bfloat16), ref, 1, 1, out_device="cuda:0").message
+    assert "plain torch.Tensor" in check_output([[0, 0, 0]] * 2, ref, 1, 1).message
+
+    class Sub(torch.Tensor):
+        pass
+
+    assert not check_output(torch.zeros(2, 3, dtype=torch.bfloat16).as_subclass(Sub), ref, 1, 1).passed
+
+
+def test_low_precision_compared_in_float32() -> None:
+    ref = torch.tensor([1.0, 2.0], dtype=torch.bfloat16)
+    out = torch.tensor([1.0078125, 2.0], dtype=torch.bfloat16)  # one bf16 ulp at 1.0
+    assert check_output(out, ref, atol=0, rtol=1e-2).passed
+    assert not check_output(out, ref, atol=0, rtol=1e-3).passed

@@ -1,0 +1,172 @@
+"""Every way a submission can end becomes a verdict, with its logs, and leaves nothing running.
+
+Uses the test-only problem ``double`` (small budgets, so hangs end in seconds).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelrank.runner.harness import EvalOptions, evaluate
+from kernelrank.runner.results import Status
+from tests.conftest import submission
+
+
+def _run(double, name: str, options: EvalOptions, mode: str = "test"):
+    return evaluate(double.spec(), submission(name), mode, "cpu", options)
+
+
+def _no_processes_left(marker: str) -> bool:
+    """True when no live process has ``marker`` in its command line or working folder."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+        except OSError:
+            continue
+        if marker in cwd:
+            return False
+    return True
+
+
+def test_correct_submission_passes(double, options) -> None:
+    r = _run(double, "double_ok.py", options)
+    assert r.status is Status.passed, r.message
+    assert [c.passed for c in r.cases] == [True, True]
+    assert r.score_ns is None
+
+
+def test_wrong_values_fail_naming_the_case(double, options) -> None:
+    r = _run(double, "double_wrong.py", options)
+    assert r.status is Status.failed
+    assert "test case 0" in r.message and "seed=1" in r.message
+    bad = r.cases[0]
+    assert not bad.passed and bad.mismatches > 0 and bad.first_mismatch is not None and bad.max_abs_error > 0
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "needle"),
+    [
+        ("raises.py", Status.error, "ValueError: kernel bug"),
+        ("sys_exit.py", Status.error, "SystemExit"),
+        ("os_exit.py", Status.error, "exited with code 7"),
+        ("segfault.py", Status.error, "SIGSEGV"),
+        ("syntax_error.py", Status.compile_error, "SyntaxError"),
+        ("no_kernel.py", Status.compile_error, "custom_kernel"),
+        ("returns_list.py", Status.failed, "plain torch.Tensor"),
+        ("subclass.py", Status.failed, "plain torch.Tensor"),
+    ],
+)
+def test_verdicts(double, options, name: str, status: Status, needle: str) -> None:
+    r = _run(double, name, options)
+    assert r.status is status, r.message
+    assert needle in r.message
+
+
+def test_crash_keeps_its_logs(double, options) -> None:
+    r = _run(double, "segfault.py", options)
+    assert "about to crash" in r.logs["stdout"]
+    assert "stderr line" in r.logs["stderr"]
+
+
+def test_hang_is_a_timeout_and_kills_the_process_group(double, options) -> None:
+    started = time.monotonic()
+    r = _run(double, "hang.py", options)
+    assert r.status is Status.timeout
+    assert "test case 0" in r.message
+    assert time.monotonic() - started < double.definition.budgets.test + 20
+    scratch = options.scratch_dir
+    assert scratch is not None and _no_processes_left(str(scratch))
+    assert list(scratch.iterdir()) == []  # the working folder was removed
+
+
+def test_hang_while_loading_hits_the_compile_budget(double, tmp_path: Path) -> None:
+    fast = double.definition.model_copy(update={"budgets": double.definition.budgets.model_copy(update={"compile": 3.0})})
+    spec = double.spec().__class__(fast, double.spec().reference_source, double.revision)
+    r = evaluate(spec, submission("hang_on_import.py"), "test", "cpu", EvalOptions(scratch_dir=tmp_path))
+    assert r.status is Status.timeout and "loading" in r.message
+
+
+def test_log_flood_is_cut_not_buffered(double, options) -> None:
+    r = _run(double, "log_flood.py", options)
+    assert r.status is Status.passed, r.message
+    out = r.logs["stdout"]
+    assert len(out) < 2 * options.log_limit
+    assert "bytes cut" in out
+
+
+@pytest.mark.slow
+def test_cpp_compile_error_is_a_compile_error(double, options) -> None:
+    r = _run(double, "cpp_compile_error.py", options)
+    assert r.status is Status.compile_error, r.message
+    assert "undeclared_factor" in r.message
+
+
+def test_environment_holds_no_secrets(double, options, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELRANK_DATABASE_URL", "postgresql://user:hunter2@db/kr")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "hunter2")
+    src = (
+        "import os\n"
+        "leak = [k for k, v in os.environ.items() if 'hunter2' in v or k.startswith('KERNELRANK')]\n"
+        "def custom_kernel(data):\n"
+        "    assert not leak, leak\n"
+        "    assert os.environ['TRITON_INTERPRET'] == '1'\n"
+        "    return data[0] * 2\n"
+    )
+    r = evaluate(double.spec(), src, "test", "cpu", options)
+    assert r.status is Status.passed, r.message
+
+
+def test_timed_modes_report_statistics(double, options) -> None:
+    r = _run(double, "double_ok.py", options, mode="benchmark")
+    assert r.status is Status.passed, r.message
+    bench = [c for c in r.cases if c.kind == "benchmark"]
+    assert len(bench) == 2
+    for c in bench:
+        t = c.timing
+        assert t["runs"] >= 3 and t["min_ns"] <= t["median_ns"] <= t["max_ns"]
+        assert t["min_ns"] <= t["mean_ns"] <= t["max_ns"]
+        assert c.ref_mean_ns and c.speedup == pytest.approx(c.ref_mean_ns / t["mean_ns"])
+        assert c.gbps > 0 and c.wall_check["passed"]
+    assert r.score_ns is None and r.speedup > 0
+
+
+def test_leaderboard_scores_geometric_mean_and_checks_every_call(double, options) -> None:
+    r = _run(double, "double_ok.py", options, mode="leaderboard")
+    assert r.status is Status.passed, r.message
+    bench = [c for c in r.cases if c.kind == "benchmark"]
+    # every timed call's output was checked, plus the warm-up's first output
+    assert all(c.checked == c.timing["runs"] + 1 for c in bench)
+    means = [c.timing["mean_ns"] for c in bench]
+    assert r.score_ns == pytest.approx((means[0] * means[1]) ** 0.5)
+
+
+def test_escaping_the_timed_region_is_rejected(double, options) -> None:
+    r = _run(double, "untimed_work.py", options, mode="benchmark")
+    assert r.status is Status.rejected, r.message
+    assert "wall clock" in r.message
+
+
+def test_reference_timings_are_cached_per_revision(double, options) -> None:
+    from kernelrank.runner.refcache import ReferenceCache
+
+    _run(double, "double_ok.py", options, mode="benchmark")
+    cache = ReferenceCache(options.cache_dir)
+    from kernelrank.runner.devices import cpu_threads, device_info
+
+    have = cache.load(double.revision, device_info("cpu", cpu_threads(0)).key, "benchmark")
+    assert len(have) == 2 and all(t.mean_ns > 0 for t in have.values())
+    assert cache.load("another-revision", device_info("cpu", cpu_threads(0)).key, "benchmark") == {}
+
+
+def test_profile_mode_gives_table_and_trace(double, options) -> None:
+    r = _run(double, "double_ok.py", options, mode="profile")
+    assert r.status is Status.passed, r.message
+    assert "Self CPU" in r.profile["table"] and "case 0" in r.profile["table"]
+    trace = Path(r.profile["trace_file"])
+    assert trace.is_file() and trace.stat().st_size > 0
