@@ -1,0 +1,73 @@
+"""Every problem's reference and examples through the real harness on the CPU.
+
+- each reference, submitted as a kernel, passes its own test cases;
+- every correct example (PyTorch, Triton under the interpreter, C++ through load_inline) passes in
+  every mode: test, benchmark, leaderboard, profile;
+- every wrong example fails, with a message naming the case.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernelrank.problems import load_problem
+from kernelrank.runner.harness import evaluate, reference_submission
+from kernelrank.runner.results import Status
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted(ROOT.glob("reference_kernels/*/examples/*.py"))
+CORRECT = [p for p in EXAMPLES if p.name.startswith("correct_")]
+WRONG = [p for p in EXAMPLES if p.name.startswith("wrong_")]
+MODES = ["test", "benchmark", "leaderboard", "profile"]
+
+
+def _id(p: Path) -> str:
+    return f"{p.parent.parent.name}/{p.stem}"
+
+
+@pytest.mark.parametrize("name", ["gemm", "mla_decode", "softmax"])
+def test_reference_passes_against_itself(name: str, options) -> None:
+    spec = load_problem(name).spec()
+    r = evaluate(spec, reference_submission(spec), "test", "cpu", options)
+    assert r.status is Status.passed, r.message
+    assert all(c.max_abs_error == 0 for c in r.cases)
+
+
+def test_every_problem_has_correct_examples_in_three_languages_and_wrong_ones() -> None:
+    for name in ("gemm", "mla_decode", "softmax"):
+        mine = {p.stem for p in EXAMPLES if p.parent.parent.name == name}
+        assert {"correct_pytorch", "correct_triton", "correct_cpp"} <= mine
+        assert len([m for m in mine if m.startswith("wrong_")]) >= 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("path", CORRECT, ids=_id)
+def test_correct_example_passes(path: Path, mode: str, options) -> None:
+    spec = load_problem(path.parent.parent.name).spec()
+    r = evaluate(spec, path.read_text(), mode, "cpu", options)
+    assert r.status is Status.passed, f"{r.message}\n{r.logs['stderr'][-2000:]}"
+    tests = [c for c in r.cases if c.kind == "test"]
+    assert len(tests) == len(spec.definition.tests) and all(c.passed for c in tests)
+    if mode in ("benchmark", "leaderboard"):
+        bench = [c for c in r.cases if c.kind == "benchmark"]
+        assert len(bench) == len(spec.definition.benchmarks["cpu"])
+        assert all(c.timing["runs"] >= 1 and c.speedup > 0 and c.wall_check["passed"] for c in bench)
+    if mode == "leaderboard":
+        assert r.score_ns > 0
+    if mode == "profile":
+        assert r.profile["table"]
+
+
+@pytest.mark.parametrize("path", WRONG, ids=_id)
+def test_wrong_example_fails_naming_the_case(path: Path, options) -> None:
+    spec = load_problem(path.parent.parent.name).spec()
+    r = evaluate(spec, path.read_text(), "test", "cpu", options)
+    assert r.status is Status.failed, r.message
+    failing = [c for c in r.cases if not c.passed]
+    assert failing
+    first = failing[0]
+    assert f"test case {first.index} (" in r.message
+    assert f"seed={first.spec['seed']}" in r.message
