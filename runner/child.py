@@ -145,7 +145,23 @@ class Worker:
                     self.timer.synchronize()
         table = prof.key_averages().table(sort_by=sort_by, row_limit=int(msg.get("rows", 25)))
         prof.export_chrome_trace(msg.get("trace_file", "trace.json"))
-        return {"ok": True, "table": table}
+        reply: dict[str, Any] = {"ok": True, "table": table}
+        if self.device == "cuda":  # pragma: no cover - GPU-only: Proton needs a GPU's profiling hooks
+            reply["proton"] = self._proton(msg, calls)
+        return reply
+
+    def _proton(self, msg: dict[str, Any], calls: int) -> str:  # pragma: no cover - GPU-only
+        """Triton's Proton profiler over the same calls, one scope per case; writes a hatchet file."""
+        import triton.profiler as proton
+
+        proton.start(msg.get("proton_file", "proton"), hook="triton")
+        for label, data in zip(msg["labels"], msg["sets"]):
+            with proton.scope(str(label)):
+                for _ in range(calls):
+                    self.kernel(data)
+            self.timer.synchronize()
+        proton.finalize()
+        return "proton.hatchet"
 
     # -- helpers ------------------------------------------------------------------------------
     def _snapshot(self, out: Any) -> dict[str, Any]:

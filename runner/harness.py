@@ -369,8 +369,10 @@ class _Evaluation:
             "proton": "Proton needs a GPU: not run on the cpu device" if self.device == "cpu" else None,
         }
         if self.options.trace_dir is not None:
-            profile["trace_file"] = _copy_out(child.workdir / "trace.json", self.options.trace_dir,
-                                              f"{self.spec.name}-{self.device}-{int(time.time())}.trace.json")
+            stem = f"{self.spec.name}-{self.device}-{int(time.time())}"
+            profile["trace_file"] = _copy_out(child.workdir / "trace.json", self.options.trace_dir, f"{stem}.trace.json")
+            if reply.get("proton"):  # pragma: no cover - GPU-only
+                profile["proton"] = _copy_out(child.workdir / "proton.hatchet", self.options.trace_dir, f"{stem}.hatchet")
         return profile
 
 

@@ -105,6 +105,7 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
         "TRITON_CACHE_DIR": str(workdir / "triton-cache"),
         "OMP_NUM_THREADS": n,
         "MKL_NUM_THREADS": n,
+        "OPENBLAS_NUM_THREADS": n,
         "MAX_JOBS": n,
         "PYTHONNOUSERSITE": "1",
         "PYTHONDONTWRITEBYTECODE": "1",

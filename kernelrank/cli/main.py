@@ -67,6 +67,8 @@ def eval_command(
     except (OSError, UnicodeDecodeError) as e:
         raise _usage_error(f"cannot read {file}: {e}") from None
     dev = detect_device() if device is DeviceOpt.auto else device.value
+    if dev == "cuda" and detect_device() != "cuda":
+        raise _usage_error("--device cuda: torch sees no CUDA device on this machine (use --device cpu)")
     settings = get_settings()
     options = EvalOptions(
         threads=threads or settings.cpu_threads,

@@ -83,3 +83,10 @@ def test_profile_writes_a_chrome_trace(tmp_path: Path) -> None:
     result = json.loads(p.stdout)
     trace = json.loads(Path(result["profile"]["trace_file"]).read_text())
     assert "traceEvents" in trace
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks the message shown where no CUDA device exists")
+def test_cuda_without_a_gpu_is_a_usage_error() -> None:
+    p = _run("eval", "double", str(SUBMISSIONS / "double_ok.py"), "--device", "cuda")
+    assert p.returncode == 2
+    assert "no CUDA device" in p.stderr
