@@ -29,6 +29,36 @@ class Settings(BaseSettings):
     #: Bytes of the submission's stdout and of its stderr kept as logs (head and tail halves).
     log_limit_bytes: int = Field(default=64 * 1024, ge=1024)
 
+    # -- the service ------------------------------------------------------------------------------
+    #: Folder of the embedded default: SQLite database, file broker, logs.
+    data_dir: Path = Path(".kernelrank")
+    #: SQLAlchemy URL; default ``sqlite:///<data_dir>/kernelrank.db``. Postgres: ``postgresql+psycopg://...``.
+    database_url: str | None = None
+    #: Celery broker URL; default the kombu filesystem transport under ``<data_dir>/broker``.
+    #: Redis: ``redis://host:6379/0``.
+    broker_url: str | None = None
+    #: Largest accepted submission source, in bytes.
+    max_code_bytes: int = Field(default=256 * 1024, ge=1024)
+    #: A runner is online when its last heartbeat is at most this many seconds old.
+    runner_online_seconds: float = Field(default=60.0, gt=0)
+    #: Seconds between a runner's heartbeats.
+    heartbeat_seconds: float = Field(default=15.0, gt=0)
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+
+    def resolved_database_url(self) -> str:
+        """The database URL, defaulting to SQLite in the data folder."""
+        return self.database_url or f"sqlite:///{(self.data_dir / 'kernelrank.db').resolve()}"
+
+    def resolved_broker_url(self) -> str:
+        """The broker URL, defaulting to the filesystem transport (no server) in the data folder."""
+        return self.broker_url or "filesystem://"
+
+    @property
+    def broker_folder(self) -> Path:
+        """Message folder of the embedded filesystem broker."""
+        return (self.data_dir / "broker").resolve()
+
 
 @lru_cache
 def get_settings() -> Settings:

@@ -1,0 +1,1 @@
+"""The database: models (``models``), engine and sessions (``session``). Migrations: ``migrations/``."""

@@ -1,0 +1,167 @@
+"""The database schema (SQLAlchemy 2 declarative models); migrations live in ``migrations/``.
+
+Tables: users and their API tokens (stored hashed), problems and their revisions (definition,
+reference and a secret seed per revision), submissions (code, sha256, language, revision,
+device, mode, status, timestamps), runs (one per submission and kind: ``public`` or ``secret``,
+each with its per-case results) and runners (device, versions, last heartbeat).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> dt.datetime:
+    """Timezone-aware now in UTC (stored naive-UTC where the database has no time zones)."""
+    return dt.datetime.now(dt.timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, dt.datetime: DateTime(timezone=True)}
+
+
+class User(Base):
+    __tablename__ = "users"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+
+    tokens: Mapped[list["ApiToken"]] = relationship(back_populates="user")
+
+
+class ApiToken(Base):
+    """An API token: only its SHA-256 is stored; ``prefix`` (first characters) identifies it to its owner."""
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    prefix: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(64), default="")
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+
+    user: Mapped[User] = relationship(back_populates="tokens")
+
+
+class Problem(Base):
+    __tablename__ = "problems"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+
+    revisions: Mapped[list["ProblemRevision"]] = relationship(back_populates="problem", order_by="ProblemRevision.id")
+
+
+class ProblemRevision(Base):
+    """One content revision of a problem. ``secret_seed`` never leaves the server except in job
+    messages to runners' trusted side."""
+
+    __tablename__ = "problem_revisions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id", ondelete="CASCADE"), index=True)
+    revision: Mapped[str] = mapped_column(String(64), unique=True)
+    definition: Mapped[dict[str, Any]] = mapped_column(JSON)
+    reference_source: Mapped[str] = mapped_column(Text)
+    templates: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    secret_seed: Mapped[int] = mapped_column(BigInteger)
+    is_current: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+
+    problem: Mapped[Problem] = relationship(back_populates="revisions")
+
+
+class Submission(Base):
+    """A submitted kernel and its verdict. ``score_ns`` and ``ranked`` are set by the control
+    worker when every run of the submission has arrived."""
+
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    problem_revision_id: Mapped[int] = mapped_column(ForeignKey("problem_revisions.id", ondelete="CASCADE"))
+    device: Mapped[str] = mapped_column(String(64))
+    mode: Mapped[str] = mapped_column(String(16))
+    language: Mapped[str] = mapped_column(String(16))
+    filename: Mapped[str] = mapped_column(String(255), default="submission.py")
+    code: Mapped[str] = mapped_column(Text)
+    code_sha256: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    message: Mapped[str] = mapped_column(Text, default="")
+    score_ns: Mapped[float | None] = mapped_column(Float, default=None)
+    speedup: Mapped[float | None] = mapped_column(Float, default=None)
+    ranked: Mapped[bool] = mapped_column(Boolean, default=False)
+    runner: Mapped[str | None] = mapped_column(String(255), default=None)
+    progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+    started_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+
+    user: Mapped[User] = relationship()
+    problem_revision: Mapped[ProblemRevision] = relationship()
+    runs: Mapped[list["Run"]] = relationship(back_populates="submission", order_by="Run.id")
+
+    __table_args__ = (
+        # the leaderboard: ranked entries of one revision and device, by score
+        Index("ix_submissions_board", "problem_revision_id", "device", "ranked", "score_ns"),
+        Index("ix_submissions_user", "user_id", "created_at"),
+        Index("ix_submissions_status", "status", "device"),
+    )
+
+
+class Run(Base):
+    """One evaluation of a submission: ``public`` (every mode) or ``secret`` (leaderboard mode,
+    seeded from the revision's secret). Unique per submission and kind: a redelivered job cannot
+    record a second result."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    score_ns: Mapped[float | None] = mapped_column(Float, default=None)
+    result: Mapped[dict[str, Any]] = mapped_column(JSON)
+    logs: Mapped[str] = mapped_column(Text, default="")
+    runner: Mapped[str | None] = mapped_column(String(255), default=None)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+
+    submission: Mapped[Submission] = relationship(back_populates="runs")
+
+    __table_args__ = (UniqueConstraint("submission_id", "kind", name="uq_runs_submission_kind"),)
+
+
+class Runner(Base):
+    """A runner worker as last seen through its heartbeat."""
+
+    __tablename__ = "runners"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    device: Mapped[str] = mapped_column(String(64), index=True)
+    info: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    version: Mapped[str] = mapped_column(String(32), default="")
+    jobs_done: Mapped[int] = mapped_column(Integer, default=0)
+    last_heartbeat: Mapped[dt.datetime] = mapped_column(default=utcnow)

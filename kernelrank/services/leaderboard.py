@@ -1,0 +1,65 @@
+"""The ranking: per problem revision and device, each user's best passing leaderboard score.
+
+Score = the geometric mean over benchmark cases of each case's mean time (ns), lower is better;
+ties go to the earlier submission. One SQL query with a window function (SQLite >= 3.25 and
+Postgres), served by the index ``ix_submissions_board (problem_revision_id, device, ranked, score_ns)``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from kernelrank.db.models import Submission, User
+from kernelrank.services.problems import current_revision
+
+
+@dataclass(frozen=True)
+class LeaderboardRow:
+    rank: int
+    user: str
+    submission_id: int
+    score_ns: float
+    speedup: float | None
+    language: str
+    submitted_at: dt.datetime
+
+
+def leaderboard(session: Session, problem: str, device: str, limit: int = 100) -> tuple[str, list[LeaderboardRow]]:
+    """``(revision, rows)`` for the current revision of ``problem`` on ``device``.
+
+    Raises:
+        NotFound: unknown problem.
+    """
+    rev = current_revision(session, problem)
+    best = (
+        select(
+            Submission.id,
+            Submission.user_id,
+            Submission.score_ns,
+            Submission.speedup,
+            Submission.language,
+            Submission.created_at,
+            func.row_number().over(
+                partition_by=Submission.user_id,
+                order_by=(Submission.score_ns.asc(), Submission.created_at.asc(), Submission.id.asc()),
+            ).label("rn"),
+        )
+        .where(Submission.problem_revision_id == rev.id, Submission.device == device, Submission.ranked.is_(True))
+        .subquery()
+    )
+    q = (
+        select(best, User.name)
+        .join(User, User.id == best.c.user_id)
+        .where(best.c.rn == 1)
+        .order_by(best.c.score_ns.asc(), best.c.created_at.asc(), best.c.id.asc())
+        .limit(limit)
+    )
+    rows = [
+        LeaderboardRow(i + 1, r.name, r.id, r.score_ns, r.speedup, r.language, r.created_at)
+        for i, r in enumerate(session.execute(q))
+    ]
+    return rev.revision, rows

@@ -1,0 +1,206 @@
+"""Submissions: validation, creation and dispatch, the runner's reports, and reading them back.
+
+Life of a submission: ``queued`` (created, job sent to the device's queue) -> ``running`` (a runner
+reported it started) -> a verdict (``passed``, ``failed``, ``error``, ``timeout``,
+``compile_error``, ``rejected``) once every expected run has been recorded: ``public`` in every
+mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked only when both runs
+passed; its score is the public run's ``score_ns``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any, Callable
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from kernelrank.db.models import Run, Submission, User, utcnow
+from kernelrank.problems import MODES
+from kernelrank.queue import device_class, job_time_limit
+from kernelrank.services import Forbidden, Invalid, NotFound, TooLarge
+from kernelrank.services.problems import current_revision, definition, spec_of
+
+FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected")
+LOG_LIMIT = 256 * 1024
+
+#: ``dispatch(job_message, queue, time_limit_s)``: sends the evaluation job (Celery by default).
+Dispatch = Callable[[dict[str, Any], str, float], None]
+
+
+def detect_language(code: str) -> str:
+    """``cuda``, ``cpp``, ``triton`` or ``pytorch``, from what the source uses (for display and filters)."""
+    if "load_inline" in code:
+        return "cuda" if re.search(r"cuda_sources\s*=", code) else "cpp"
+    if re.search(r"^\s*import triton|^\s*from triton", code, re.M):
+        return "triton"
+    return "pytorch"
+
+
+def validate_code(raw: bytes, limit: int) -> str:
+    """The submission's text.
+
+    Raises:
+        Invalid: empty, or not UTF-8.
+        TooLarge: over ``limit`` bytes.
+    """
+    if len(raw) > limit:
+        raise TooLarge(f"submission is {len(raw)} bytes; the limit is {limit} bytes")
+    if not raw.strip():
+        raise Invalid("submission is empty")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Invalid(f"submission is not UTF-8 text: {e}") from None
+
+
+def create_submission(session: Session, user: User, problem: str, device: str, mode: str, raw: bytes,
+                      filename: str, served_devices: set[str], limit: int, dispatch: Dispatch) -> Submission:
+    """Validate, store and queue a submission.
+
+    Raises:
+        NotFound: unknown problem.
+        Invalid: unknown mode or device, a device no runner serves, empty or non-UTF-8 code.
+        TooLarge: code over ``limit`` bytes.
+    """
+    if mode not in MODES:
+        raise Invalid(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
+    try:
+        device_class(device)
+    except ValueError as e:
+        raise Invalid(str(e)) from None
+    rev = current_revision(session, problem)
+    if device not in served_devices:
+        served = ", ".join(sorted(served_devices)) or "none"
+        raise Invalid(f"no runner serves device {device!r} now (online: {served})")
+    code = validate_code(raw, limit)
+    sub = Submission(
+        user_id=user.id, problem_revision_id=rev.id, device=device, mode=mode, language=detect_language(code),
+        filename=(filename or "submission.py")[:255], code=code, code_sha256=hashlib.sha256(raw).hexdigest(),
+        status="queued",
+    )
+    session.add(sub)
+    session.flush()
+    budgets = definition(rev).budgets.model_dump()
+    dispatch(job_message(sub, rev.secret_seed), device, job_time_limit(budgets, mode))
+    return sub
+
+
+def job_message(sub: Submission, secret_seed: int) -> dict[str, Any]:
+    """Everything a runner needs for one job: no database credentials, no other user's data.
+    The secret seed is read only by the runner's trusted side (it becomes the harness's secret)."""
+    rev = sub.problem_revision
+    return {
+        "submission_id": sub.id,
+        "problem": spec_of(rev).to_message(),
+        "source": sub.code,
+        "mode": sub.mode,
+        "device": sub.device,
+        "runs": ["public", "secret"] if sub.mode == "leaderboard" else ["public"],
+        "secret_seed": secret_seed if sub.mode == "leaderboard" else None,
+    }
+
+
+def mark_started(session: Session, submission_id: int, runner: str) -> None:
+    """A runner took the job; ignored when the submission already has its verdict."""
+    sub = session.get(Submission, submission_id)
+    if sub is None or sub.status in FINAL:
+        return
+    sub.status = "running"
+    sub.runner = runner[:255]
+    sub.started_at = sub.started_at or utcnow()
+
+
+def record_run(session: Session, submission_id: int, kind: str, result: dict[str, Any], runner: str) -> bool:
+    """Store one run's result, once: a second delivery of the same (submission, kind) is ignored.
+    Sets the verdict when every expected run is in. Returns whether anything was written.
+
+    Raises:
+        NotFound: unknown submission.
+        Invalid: unknown run kind.
+    """
+    sub = session.get(Submission, submission_id)
+    if sub is None:
+        raise NotFound(f"no submission {submission_id}")
+    if kind not in ("public", "secret"):
+        raise Invalid(f"unknown run kind {kind!r}")
+    if session.scalar(select(Run.id).where(Run.submission_id == submission_id, Run.kind == kind)) is not None:
+        return False
+    logs = result.pop("logs", {}) or {}
+    text = "".join(f"--- {k} ---\n{v}\n" for k, v in logs.items() if v)[:LOG_LIMIT]
+    run = Run(submission_id=submission_id, kind=kind, status=str(result.get("status", "error")),
+              score_ns=result.get("score_ns"), result=result, logs=text, runner=runner[:255])
+    try:
+        with session.begin_nested():
+            session.add(run)
+    except IntegrityError:  # a concurrent duplicate won the race
+        return False
+    session.flush()
+    _finish_if_complete(session, sub)
+    return True
+
+
+def _finish_if_complete(session: Session, sub: Submission) -> None:
+    runs = {r.kind: r for r in session.scalars(select(Run).where(Run.submission_id == sub.id))}
+    expected = ["public", "secret"] if sub.mode == "leaderboard" else ["public"]
+    if not all(k in runs for k in expected):
+        sub.status = "running" if sub.status not in FINAL else sub.status
+        return
+    failing = [runs[k] for k in expected if runs[k].status != "passed"]
+    public = runs["public"]
+    if failing:
+        first = failing[0]
+        sub.status = first.status
+        sub.message = (f"secret-seed run: " if first.kind == "secret" else "") + str(first.result.get("message", ""))
+    else:
+        sub.status = "passed"
+        sub.message = str(public.result.get("message", ""))
+    sub.speedup = public.result.get("speedup")
+    sub.ranked = sub.mode == "leaderboard" and not failing and public.score_ns is not None
+    sub.score_ns = public.score_ns if sub.ranked else None
+    sub.finished_at = utcnow()
+
+
+def get_submission(session: Session, submission_id: int) -> Submission:
+    """Raises: NotFound."""
+    sub = session.get(Submission, submission_id)
+    if sub is None:
+        raise NotFound(f"no submission {submission_id}")
+    return sub
+
+
+def can_see_code(viewer: User | None, sub: Submission) -> bool:
+    """Code and logs are the owner's and admins' only."""
+    return viewer is not None and (viewer.is_admin or viewer.id == sub.user_id)
+
+
+def require_owner(viewer: User, sub: Submission) -> None:
+    """Raises: Forbidden unless ``viewer`` owns ``sub`` or is an admin."""
+    if not can_see_code(viewer, sub):
+        raise Forbidden("only the owner or an admin may do that")
+
+
+def list_for_user(session: Session, user: User, problem: str | None = None, device: str | None = None,
+                  status: str | None = None, limit: int = 50, offset: int = 0) -> list[Submission]:
+    """A user's submissions, newest first, optionally filtered."""
+    from kernelrank.db.models import Problem, ProblemRevision
+
+    q = select(Submission).where(Submission.user_id == user.id)
+    if problem:
+        q = q.join(ProblemRevision).join(Problem).where(Problem.name == problem)
+    if device:
+        q = q.where(Submission.device == device)
+    if status:
+        q = q.where(Submission.status == status)
+    return list(session.scalars(q.order_by(Submission.created_at.desc(), Submission.id.desc()).limit(limit).offset(offset)))
+
+
+def queued_counts(session: Session) -> dict[str, int]:
+    """Submissions waiting (queued) per device: the queue depth users see."""
+    from sqlalchemy import func
+
+    rows = session.execute(select(Submission.device, func.count()).where(Submission.status == "queued")
+                           .group_by(Submission.device))
+    return {d: n for d, n in rows}
