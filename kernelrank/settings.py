@@ -13,6 +13,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
+def _config_home() -> Path:
+    """The XDG config folder: ``$XDG_CONFIG_HOME`` when set to an absolute path, else ``~/.config``."""
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    return Path(xdg) if xdg and os.path.isabs(xdg) else Path(os.path.expanduser("~/.config"))
+
+
 class Settings(BaseSettings):
     """Settings from ``KERNELRANK_<FIELD>`` environment variables (pydantic-settings)."""
 
@@ -45,6 +51,15 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     api_host: str = "127.0.0.1"
     api_port: int = 8000
+
+    # -- the command-line client (``kernelrank submit``, ``leaderboard``, ``login``) ------------------
+    #: Server URL for client commands; a ``--server`` flag wins, the client config file comes after.
+    server: str | None = None
+    #: API token for client commands (``--token`` wins, then this, then the client config file).
+    token: str | None = Field(default=None, repr=False)
+    #: The client config file ``kernelrank login`` writes: ``$XDG_CONFIG_HOME/kernelrank/config.toml``
+    #: (``~/.config`` when ``XDG_CONFIG_HOME`` is unset or not absolute).
+    client_config: Path = Field(default_factory=lambda: _config_home() / "kernelrank" / "config.toml")
 
     def resolved_database_url(self) -> str:
         """The database URL, defaulting to SQLite in the data folder."""

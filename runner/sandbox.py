@@ -156,9 +156,14 @@ class SubmissionProcess:
         self.stdout = BoundedLog(self.proc.stdout, log_limit)
         self.stderr = BoundedLog(self.proc.stderr, log_limit)
         self.closed = False
+        self.answer_ns = 0
 
     def request(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
         """Send one request and wait for its answer until ``deadline`` (``time.monotonic()``).
+
+        Afterwards ``answer_ns`` holds the judge's clock from the moment the encoded request started
+        to go out to the moment the answer's first bytes arrived: the transfer of the request and
+        the child's whole work on it, without the judge's own encoding and the answer's transfer.
 
         Raises:
             ChildTimeout: no answer in time (the child's process group has been killed).
@@ -166,12 +171,13 @@ class SubmissionProcess:
             ProtocolViolation: the answer was malformed or oversized.
         """
         try:
-            self.channel.send(message)
+            self.channel.send(message, deadline)
             reply = self.channel.recv(deadline=deadline)
+            self.answer_ns = self.channel.first_byte_ns - self.channel.send_start_ns
         except ChannelTimeout:
             self.kill()
             raise ChildTimeout("no answer before the time budget ran out") from None
-        except (ChannelClosed, BrokenPipeError, ConnectionResetError):
+        except ChannelClosed:
             raise self._died() from None
         except WireError as e:
             self.kill()
@@ -218,7 +224,7 @@ class SubmissionProcess:
         self.closed = True
         if graceful and self.proc.poll() is None:
             try:
-                self.channel.send({"op": "exit"})
+                self.channel.send({"op": "exit"}, time.monotonic() + 2)
                 self.channel.recv(deadline=time.monotonic() + 2)
             except Exception:  # noqa: BLE001 - any failure here ends in the kill below
                 pass

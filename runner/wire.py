@@ -177,16 +177,41 @@ class Channel:
     def __init__(self, sock: socket.socket, max_message_bytes: int = 1 << 34):
         self.sock = sock
         self.max_message_bytes = max_message_bytes
+        #: ``time.perf_counter_ns()`` when the last message, encoded, started to go out, and when
+        #: the first bytes of the last received message arrived.
+        self.send_start_ns = 0
+        self.first_byte_ns = 0
 
-    def send(self, value: Any) -> None:
-        """Encode and send one message (blocking)."""
+    def send(self, value: Any, deadline: float | None = None) -> None:
+        """Encode and send one message; a peer that stops reading cannot block past ``deadline``.
+
+        Raises:
+            ChannelTimeout: the peer did not take the message before the deadline.
+            ChannelClosed: the peer closed its end.
+        """
         header, buffers = encode(value)
         head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
-        self.sock.sendall(_HEADER.pack(len(head)) + head + _BUFLEN.pack(len(buffers)))
+        self.send_start_ns = time.perf_counter_ns()
+        self._write(_HEADER.pack(len(head)) + head + _BUFLEN.pack(len(buffers)), deadline)
         for buf in buffers:
-            self.sock.sendall(_BUFLEN.pack(buf.nbytes))
+            self._write(_BUFLEN.pack(buf.nbytes), deadline)
             if buf.nbytes:
-                self.sock.sendall(buf)
+                self._write(buf, deadline)
+
+    def _write(self, data: bytes | memoryview, deadline: float | None) -> None:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise ChannelTimeout("the peer did not take the message before the deadline")
+            self.sock.settimeout(remaining)
+        else:
+            self.sock.settimeout(None)
+        try:
+            self.sock.sendall(data)
+        except TimeoutError:
+            raise ChannelTimeout("the peer did not take the message before the deadline") from None
+        except (BrokenPipeError, ConnectionResetError) as e:
+            raise ChannelClosed(f"channel error: {e}") from None
 
     def recv(self, deadline: float | None = None, device: str = "cpu") -> Any:
         """Receive one message, decoding tensors onto ``device``.
@@ -199,6 +224,7 @@ class Channel:
         """
         budget = self.max_message_bytes
         (hlen,) = _HEADER.unpack(self._read(_HEADER.size, deadline))
+        self.first_byte_ns = time.perf_counter_ns()
         if hlen > min(MAX_HEADER_BYTES, budget):
             raise WireError(f"message header of {hlen} bytes is over the limit")
         try:

@@ -32,7 +32,9 @@ def test_reference_passes_against_itself(name: str, options) -> None:
     spec = load_problem(name).spec()
     r = evaluate(spec, reference_submission(spec), "test", "cpu", options)
     assert r.status is Status.passed, r.message
-    assert all(c.max_abs_error == 0 for c in r.cases)
+    # not bit-exact: the judge computes on one thread, the child on all cores (another summation order)
+    assert all(c.passed and c.checked == 1 for c in r.cases)
+    assert len(r.cases) == len(spec.definition.tests)
 
 
 def test_every_problem_has_correct_examples_in_three_languages_and_wrong_ones() -> None:

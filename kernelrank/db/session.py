@@ -64,7 +64,12 @@ def migrate(url: str | None = None) -> None:
     from alembic import command
     from alembic.config import Config
 
+    url = url or get_settings().resolved_database_url()
+    if url.startswith("sqlite"):  # Alembic's engine does not create the folder of a new database file
+        path = url.split("///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
     cfg = Config()
     cfg.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
-    cfg.set_main_option("sqlalchemy.url", (url or get_settings().resolved_database_url()).replace("%", "%%"))
+    cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     command.upgrade(cfg, "head")

@@ -22,7 +22,9 @@ import torch
 ELEM_SIZE = 2  # bytes per bfloat16 element
 
 
-def generate_input(*, M: int, N: int, K: int, seed: int, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+def generate_input(
+    *, M: int, N: int, K: int, seed: int, device: str = "cpu"
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Random ``(a, b)`` for one case, deterministic for ``seed`` on a given device.
 
     ``a[i, k] ~ N(0, 1)`` and ``b[k, j] ~ N(0, 1) / sqrt(K)``, drawn in float32 and rounded to

@@ -91,7 +91,7 @@ torch::Tensor gemm_bf16(torch::Tensor a, torch::Tensor b) {
 """
 
 _ext = load_inline(
-    name="kernelrank_gemm_correct_cpp",
+    name="gemm_example_cpp",
     cpp_sources=[_CPP],
     functions=["gemm_bf16"],
     extra_cflags=["-O3"],

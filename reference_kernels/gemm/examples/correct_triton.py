@@ -7,8 +7,10 @@ dimensions (rows of ``a`` past ``M``, columns of ``b`` past ``N`` and the K tail
 as 0), so shapes that are not multiples of the block sizes (and ``K = 1``) are handled.
 
 Tiles are converted to float32 before ``tl.dot``: Triton's CPU interpreter has no bfloat16
-arithmetic, and on a GPU this is still exact since bfloat16 values (8-bit mantissa) are exactly
-representable in TF32/float32, so products are exact and sums are float32.
+arithmetic, and on a GPU this is still exact since bfloat16 values (8 significant bits) are
+exactly representable in TF32/float32, so products are exact and sums are float32. (On a GPU the
+final float32 -> bfloat16 conversion rounds to nearest even; the CPU interpreter truncates,
+which costs up to one bfloat16 ulp and is within the tolerance.)
 """
 
 import os

@@ -1,11 +1,12 @@
 """WRONG on purpose: accumulates the K reduction in bfloat16 instead of float32.
 
-The bug: a tiled GEMM whose running accumulator is a bfloat16 tensor. Each 16-wide K slice is
-multiplied exactly (``a[:, k:k+16] @ b[k:k+16]``), but adding it to the bfloat16 accumulator
-rounds the running sum to 8 significant bits every step, so the error grows with K/16 roundings
-(same as a Triton kernel with ``acc = tl.zeros(..., dtype=tl.bfloat16)``). Small-K cases pass;
-the large-K test cases (``M=16, N=256, K=4096`` and ``M=4, N=256, K=14336``) fail the tolerance
-(errors of ~0.1 on outputs of size ~1).
+The bug: a tiled GEMM whose running accumulator is a bfloat16 tensor. Each 16-wide K slice
+``a[:, k:k+16] @ b[k:k+16]`` is summed in float32 but returned in bfloat16, and adding it to the
+bfloat16 accumulator rounds the running sum to 8 significant bits at every step, so the error
+grows with the K/16 roundings (same as a Triton kernel with ``acc = tl.zeros(...,
+dtype=tl.bfloat16)``). Small-K cases pass; the long-reduction test cases ``M=16, N=256,
+K=4096`` and ``M=4, N=256, K=14336`` fail (max errors ~0.14 and ~0.19 on outputs of size ~1,
+70-170 elements out of tolerance), and so does ``M=2, N=512, K=1024`` (narrowly).
 """
 
 import torch

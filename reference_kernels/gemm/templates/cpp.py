@@ -49,7 +49,7 @@ torch::Tensor gemm(torch::Tensor a, torch::Tensor b) {
 """
 
 _ext = load_inline(
-    name="kernelrank_gemm_template_cpp",
+    name="gemm_template_cpp",
     cpp_sources=[CPP_SOURCE],
     functions=["gemm"],
     extra_cflags=["-O3"],

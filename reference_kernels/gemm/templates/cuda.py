@@ -62,7 +62,7 @@ torch::Tensor gemm(torch::Tensor a, torch::Tensor b) {
 CPP_SOURCE = "torch::Tensor gemm(torch::Tensor a, torch::Tensor b);"
 
 _ext = load_inline(
-    name="kernelrank_gemm_template_cuda",
+    name="gemm_template_cuda",
     cpp_sources=[CPP_SOURCE],
     cuda_sources=[CUDA_SOURCE],
     functions=["gemm"],

@@ -3,14 +3,15 @@
 Contract: ``custom_kernel(data)`` receives ``data = (a, b)`` with ``a`` ``[M, K]`` and ``b``
 ``[K, N]``, both bfloat16, contiguous (row-major), on the run's device, and returns ``c``
 ``[M, N]`` bfloat16: ``c[i, j] = sum_k a[i, k] * b[k, j]`` accumulated in float32, rounded once.
-M, N and K are arbitrary positive integers (not multiple of any block size; K may be 1), so
-every load and store below is masked. Do not modify ``a`` or ``b``.
+M, N and K are arbitrary positive integers (not necessarily multiples of the block sizes;
+K may be 1), so every load and store below is masked. Do not modify ``a`` or ``b``.
 
 One program computes one BLOCK_M x BLOCK_N tile of ``c``, looping over K in BLOCK_K steps.
 On the CPU device the harness runs Triton in its interpreter (``TRITON_INTERPRET=1``), which has
 no bfloat16 arithmetic: tiles are converted to float32 right after loading (exact, and still
 exact on a GPU since bfloat16 fits in TF32), and the result is converted back when storing.
-The interpreter is slow per program and per loop step, hence the larger tiles there.
+The interpreter is slow per program and per loop step, hence the larger tiles there (with
+BLOCK_M shrunk for small M, since padded rows cost as much as real ones).
 """
 
 import os
@@ -50,8 +51,8 @@ def custom_kernel(data):
     M, K = a.shape
     N = b.shape[1]
     c = torch.empty((M, N), device=a.device, dtype=torch.bfloat16)
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        BLOCK_M, BLOCK_N, BLOCK_K = 128, 128, 128
+    if os.environ.get("TRITON_INTERPRET") == "1":  # CPU interpreter: few, large tiles
+        BLOCK_M, BLOCK_N, BLOCK_K = min(128, max(16, triton.next_power_of_2(M))), 256, 256
     else:
         BLOCK_M, BLOCK_N, BLOCK_K = 64, 64, 32
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N))

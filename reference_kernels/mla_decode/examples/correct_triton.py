@@ -2,13 +2,13 @@
 
 Stage 1 (``_mla_partial_kernel``), one program per (sequence, block of 16 query rows, split): the
 ``s_q * h_q`` query rows of a sequence (row ``t * h_q + h``) share the single latent KV head, so a
-program loads a 16-row block of q once and walks its share of the sequence's pages, looking each
-page up in ``block_table`` (a scalar load). Per page it loads the 64 x 576 K tile (slots past the
-sequence's length masked to 0, since the cache holds NaN there), computes the scores as
-``q_latent @ K_latent^T + q_rope @ K_rope^T``, applies the length/causal mask (row of token ``t`` sees
-keys ``< L - s_q + 1 + t``), and updates an online softmax in float32 (base-2 exponentials, running
-max ``m``, running sum ``l``), accumulating ``P @ V`` with V = the first 512 dims of the same tile and P
-rounded to bfloat16 first, as FlashAttention/FlashMLA do.
+program loads a 16-row block of q once and walks its share of the sequence's pages, reading each
+page's physical index from ``block_table`` (a scalar load: pages are scattered through the cache).
+It loads the page's 64 x 576 K tile with the slots at or past the sequence's length masked to 0
+(the cache holds NaN there). Scores are ``q_latent @ K_latent^T + q_rope @ K_rope^T`` (576 = 512 +
+64: block sizes must be powers of two), masked so the row of token ``t`` sees keys
+``< L - s_q + 1 + t``; an online softmax in float32 (base-2 exponentials, running max ``m``,
+running sum ``l``) accumulates ``P @ V`` with V = the first 512 dims of the same K tile.
 
 With one split the program normalises and writes the bf16 output directly. Otherwise each split
 writes its normalised partial output and log-sum-exp, and stage 2 (``_mla_combine_kernel``) merges
@@ -16,8 +16,8 @@ the splits: ``out = sum_s 2^(lse_s - max) * o_s / sum_s 2^(lse_s - max)``. The s
 for enough programs to fill the device (few under the CPU interpreter).
 
 Under ``TRITON_INTERPRET=1`` (CPU) bf16 values are only loaded, converted to float32 and stored:
-all arithmetic, the dots included, is float32 (on a GPU, float32 dots of bf16-valued data are exact
-in tf32).
+all arithmetic, the dots included, is float32 (on a GPU float32 dots run in tf32, exact for the
+bf16-valued q and K; a faster GPU kernel would keep q, K and P in bf16 for the tensor cores).
 """
 
 import math
@@ -38,7 +38,7 @@ LOG2E = 1.4426950408889634
 def _mla_partial_kernel(
     q_ptr, kv_ptr, bt_ptr, lens_ptr, out_ptr, o_part_ptr, lse_part_ptr,
     qk_scale_log2, s_q, h_q, max_blocks,
-    NUM_SPLITS: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr, PAGE: tl.constexpr,
+    NUM_SPLITS: tl.constexpr, BLOCK_H: tl.constexpr, PAGE: tl.constexpr,
     D_LAT: tl.constexpr, D_ROPE: tl.constexpr,
 ):
     bid = tl.program_id(0)
@@ -53,26 +53,25 @@ def _mla_partial_kernel(
     visible = L - s_q + 1 + rows // h_q  # keys [0, visible) are seen by the row's token
     offs_lat = tl.arange(0, D_LAT)
     offs_rope = tl.arange(0, D_ROPE)
-    offs_n = tl.arange(0, BLOCK_N)
+    offs_n = tl.arange(0, PAGE)
 
     q_row = q_ptr + (bid * n_rows + rows)[:, None] * D_QK
     q_lat = tl.load(q_row + offs_lat[None, :], mask=row_ok[:, None], other=0.0).to(tl.float32)
     q_rope = tl.load(q_row + D_LAT + offs_rope[None, :], mask=row_ok[:, None], other=0.0).to(tl.float32)
 
-    n_blocks = (L + BLOCK_N - 1) // BLOCK_N
-    per_split = (n_blocks + NUM_SPLITS - 1) // NUM_SPLITS
-    blk_lo = split * per_split
-    blk_hi = tl.minimum(blk_lo + per_split, n_blocks)
+    n_pages = (L + PAGE - 1) // PAGE
+    per_split = (n_pages + NUM_SPLITS - 1) // NUM_SPLITS
+    page_lo = split * per_split
+    page_hi = tl.minimum(page_lo + per_split, n_pages)  # empty for the last splits of short sequences
 
     m_i = tl.full([BLOCK_H], float("-inf"), tl.float32)
     l_i = tl.zeros([BLOCK_H], tl.float32)
     acc = tl.zeros([BLOCK_H, D_LAT], tl.float32)
-    for blk in range(blk_lo, blk_hi):
-        keys = blk * BLOCK_N + offs_n
+    for page in range(page_lo, page_hi):
+        phys = tl.load(bt_ptr + bid * max_blocks + page).to(tl.int64)
+        keys = page * PAGE + offs_n
         key_ok = keys < L
-        # physical page of each key, then its slot: pages are scattered through the cache
-        phys = tl.load(bt_ptr + bid * max_blocks + keys // PAGE, mask=key_ok, other=0).to(tl.int64)
-        kv_row = kv_ptr + (phys * PAGE + keys % PAGE)[:, None] * D_QK
+        kv_row = kv_ptr + (phys * PAGE + offs_n)[:, None] * D_QK
         k_lat = tl.load(kv_row + offs_lat[None, :], mask=key_ok[:, None], other=0.0).to(tl.float32)
         k_rope = tl.load(kv_row + D_LAT + offs_rope[None, :], mask=key_ok[:, None], other=0.0).to(tl.float32)
 
@@ -85,7 +84,6 @@ def _mla_partial_kernel(
         alpha = tl.exp2(m_i - m_safe)
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        p = p.to(tl.bfloat16).to(tl.float32)  # bf16 P for the PV product, like FlashAttention
         acc = acc * alpha[:, None] + tl.dot(p, k_lat)
         m_i = m_new
 
@@ -129,12 +127,12 @@ def _mla_combine_kernel(
     tl.store(out_row + offs_lat[None, :], out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
 
 
-def _num_splits(b: int, n_row_blocks: int, max_key_blocks: int, device: torch.device) -> int:
+def _num_splits(b: int, n_row_blocks: int, max_blocks: int, device: torch.device) -> int:
     if device.type == "cuda":
         target = 2 * torch.cuda.get_device_properties(device).multi_processor_count
     else:
-        target = 8  # the CPU interpreter runs programs one by one: keep the grid small
-    return max(1, min(math.ceil(target / (b * n_row_blocks)), max_key_blocks, 16))
+        target = 4  # the CPU interpreter runs programs one by one: keep the grid small
+    return max(1, min(math.ceil(target / (b * n_row_blocks)), max_blocks, 16))
 
 
 def custom_kernel(data):
@@ -148,9 +146,7 @@ def custom_kernel(data):
     n_rows = s_q * h_q
     n_row_blocks = triton.cdiv(n_rows, BLOCK_H)
     max_blocks = block_table.shape[1]
-    # keys per inner step: one page on a GPU; several under the interpreter, whose cost is per operation
-    block_n = PAGE_SIZE if q.device.type == "cuda" else 4 * PAGE_SIZE
-    num_splits = _num_splits(b, n_row_blocks, triton.cdiv(max_blocks * PAGE_SIZE, block_n), q.device)
+    num_splits = _num_splits(b, n_row_blocks, max_blocks, q.device)
 
     out = torch.empty(b, s_q, h_q, D_V, dtype=q.dtype, device=q.device)
     if num_splits > 1:
@@ -161,7 +157,8 @@ def custom_kernel(data):
     _mla_partial_kernel[(b, n_row_blocks, num_splits)](
         q, kv_cache, block_table, cache_seqlens, out, o_part, lse_part,
         softmax_scale * LOG2E, s_q, h_q, max_blocks,
-        NUM_SPLITS=num_splits, BLOCK_H=BLOCK_H, BLOCK_N=block_n, PAGE=PAGE_SIZE, D_LAT=D_V, D_ROPE=D_ROPE,
+        NUM_SPLITS=num_splits, BLOCK_H=BLOCK_H, PAGE=PAGE_SIZE, D_LAT=D_V, D_ROPE=D_ROPE,
+        num_warps=8,  # a 16 x 512 float32 accumulator plus the K tile per program
     )
     if num_splits > 1:
         _mla_combine_kernel[(b, n_row_blocks)](

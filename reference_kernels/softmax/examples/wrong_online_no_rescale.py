@@ -3,8 +3,8 @@
 Bug: the kernel loops over column blocks keeping a running max ``m`` and sum ``s``, but when a
 later block raises the max it adds ``sum(exp(x - m_new))`` to ``s`` without first multiplying
 ``s`` by ``exp(m_old - m_new)``. Rows that fit in one block (N <= 4096 here) are exact; the
-N = 20000 test cases (five blocks, the max usually grows after the first) get a sum that is too
-large, so every output of those rows is too small.
+N = 16385 and N = 20000 test cases (five blocks, the max usually grows after the first) get a
+sum that is too large, so every output of those rows is too small.
 """
 
 import torch

@@ -3,8 +3,8 @@
 Bug: the block size is ``next_power_of_2(N)`` capped at 16384 (to bound register use) but the
 kernel has no loop over column blocks, so for N > 16384 the max and sum cover only the first
 16384 columns (those outputs are too large by about N / 16384) and the remaining columns are
-never written (``torch.empty_like`` garbage). Every case with N <= 16384 passes; the N = 20000
-test cases fail.
+never written (``torch.empty_like`` garbage). Every case with N <= 16384 passes; the N = 16385
+and N = 20000 test cases fail.
 """
 
 import torch

@@ -1,0 +1,88 @@
+"""The FastAPI application: ``create_app()`` wires the routers, the settings, the database sessions
+and the error handlers. Nothing is built at import time (``uvicorn --factory kernelrank.api.app:create_app``).
+
+Errors answer ``{"detail": message}``: a :class:`~kernelrank.services.ServiceError` with its own
+status (404, 409, 413, 422...), an unreachable or failing database with 503.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError
+
+from kernelrank.services import ServiceError
+from kernelrank.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The KernelRank HTTP API (OpenAPI at ``/docs``).
+
+    Args:
+        settings: the configuration; default :func:`kernelrank.settings.get_settings`, with the
+            process's shared engine. Explicit settings get an engine of their own (created
+            lazily, on the first request).
+    """
+    from kernelrank.api.routes import routers
+
+    app = FastAPI(
+        title="KernelRank",
+        summary="A self-hosted GPU kernel leaderboard: submissions judged and timed outside the submitted code.",
+        version=_version(),
+        docs_url="/docs",
+        openapi_url="/openapi.json",
+    )
+    app.state.settings = settings or get_settings()
+    app.state.session_factory = _session_factory(settings)
+
+    for router in routers:
+        app.include_router(router)
+
+    @app.get("/healthz", tags=["health"], summary="Liveness (touches no database)")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.exception_handler(ServiceError)
+    async def _service_error(_request: Request, exc: ServiceError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
+
+    @app.exception_handler(OperationalError)
+    async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:
+        # str(exc) carries the SQL and its parameters (code, token hashes): log the driver error only
+        log.error("database error on %s %s: %s: %s", request.method, request.url.path,
+                  type(exc.orig).__name__, exc.orig)
+        return JSONResponse({"detail": "the database is unavailable; try again later"}, status_code=503)
+
+    return app
+
+
+def _session_factory(settings: Settings | None):
+    """A callable returning a new session: the process's shared sessionmaker, or (for explicit
+    settings) one over an engine for their database URL, built on first call."""
+    from functools import lru_cache
+
+    from sqlalchemy.orm import sessionmaker
+
+    from kernelrank.db.session import get_sessionmaker, make_engine
+
+    if settings is None:
+        return lambda: get_sessionmaker()()
+
+    @lru_cache(maxsize=1)
+    def own() -> sessionmaker:
+        return sessionmaker(make_engine(settings.resolved_database_url()), expire_on_commit=False)
+
+    return lambda: own()()
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kernelrank")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"

@@ -1,0 +1,145 @@
+"""Request dependencies as named ``Annotated`` aliases: settings, the database session, the caller,
+and how evaluation jobs are dispatched.
+
+- :data:`SettingsDep`: the app's :class:`~kernelrank.settings.Settings`.
+- :data:`SessionDep`: one SQLAlchemy session per request, committed when the route succeeds and
+  rolled back when it raises (before the response is sent, so a failed commit is an error answer).
+- :data:`CurrentUser` (401 without a valid ``Authorization: Bearer <token>``), :data:`OptionalUser`
+  (``None`` when no token is sent; 401 for an invalid one), :data:`AdminUser` (403 for non-admins).
+- :data:`DispatchDep`: ``dispatch(job, queue, time_limit_s)``; by default sends the Celery task
+  :data:`kernelrank.queue.EVALUATE` by name. Tests override :func:`get_dispatch`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Annotated, Any
+
+from fastapi import Depends, HTTPException, Request, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.orm import Session
+
+from kernelrank.db.models import Submission, User, utcnow
+from kernelrank.services import ServiceError, users
+from kernelrank.services.submissions import Dispatch
+from kernelrank.settings import Settings
+
+log = logging.getLogger(__name__)
+
+#: Seconds between Celery's soft time limit (the task can clean up) and its hard limit.
+SOFT_LIMIT_MARGIN_S = 30.0
+
+
+def get_settings_dep(request: Request) -> Settings:
+    """The settings the app was created with."""
+    return request.app.state.settings
+
+
+SettingsDep = Annotated[Settings, Depends(get_settings_dep)]
+
+
+def get_session(request: Request) -> Iterator[Session]:
+    """A session committed on success and rolled back on error."""
+    session: Session = request.app.state.session_factory()
+    try:
+        yield session
+        session.commit()
+    except BaseException:
+        session.rollback()
+        raise
+    finally:
+        session.close()
+
+
+# scope="function": commit before the response goes out, so a client never reads a 2xx for work
+# that was then lost, and a failed commit reaches the exception handlers.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+
+_bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer kr_...`.")
+
+
+def _unauthorized(message: str) -> HTTPException:
+    return HTTPException(status.HTTP_401_UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
+
+
+def get_optional_user(session: SessionDep,
+                      credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> User | None:
+    """The caller, or ``None`` when no token was sent.
+
+    Raises:
+        HTTPException: 401 for a token that is not (or no longer) valid.
+    """
+    if credentials is None:
+        return None
+    user = users.authenticate(session, credentials.credentials)
+    if user is None:
+        raise _unauthorized("invalid or revoked API token")
+    return user
+
+
+OptionalUser = Annotated[User | None, Depends(get_optional_user)]
+
+
+def get_current_user(user: OptionalUser) -> User:
+    """The caller.
+
+    Raises:
+        HTTPException: 401 without a valid bearer token.
+    """
+    if user is None:
+        raise _unauthorized("an API token is required: send 'Authorization: Bearer <token>'")
+    return user
+
+
+CurrentUser = Annotated[User, Depends(get_current_user)]
+
+
+def get_admin_user(user: CurrentUser) -> User:
+    """The caller, who must be an admin.
+
+    Raises:
+        HTTPException: 401 without a valid token, 403 for a non-admin.
+    """
+    if not user.is_admin:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, "only an admin may do that")
+    return user
+
+
+AdminUser = Annotated[User, Depends(get_admin_user)]
+
+
+class QueueUnavailable(ServiceError):
+    """The job could not be handed to the broker."""
+
+    status_code = 503
+
+
+def get_dispatch(session: SessionDep) -> Dispatch:
+    """Send evaluation jobs to the device's Celery queue, by task name.
+
+    The submission is committed before its job is sent, so a runner's reports (``job_started``,
+    ``record_result``) always find it. When the broker refuses the job, the submission is marked
+    ``error`` (it will never run) and the request fails with 503.
+    """
+
+    def dispatch(job: dict[str, Any], queue: str, time_limit: float) -> None:
+        from kernelrank.queue import EVALUATE, send
+
+        session.commit()
+        try:
+            send(EVALUATE, [job], queue=queue, time_limit=time_limit,
+                 soft_time_limit=max(time_limit - SOFT_LIMIT_MARGIN_S, 1.0))
+        except Exception as e:  # the broker's errors vary by transport; none may reach the client
+            # the exception text can hold the broker URL and its password: log only its type
+            log.error("could not queue submission %s on %r: %s", job["submission_id"], queue, type(e).__name__)
+            sub = session.get(Submission, job["submission_id"])
+            if sub is not None:
+                sub.status, sub.message, sub.finished_at = "error", "the job could not be queued", utcnow()
+                session.commit()
+            raise QueueUnavailable("the job queue is unavailable; try again later") from None
+
+    return dispatch
+
+
+DispatchDep = Annotated[Dispatch, Depends(get_dispatch)]

@@ -1,0 +1,210 @@
+"""``/api/v1/submissions``: submit a kernel, read a submission, list one's own.
+
+A submission arrives either as a multipart form (``problem``, ``device``, ``mode``, ``file``) or as
+a JSON body (:class:`~kernelrank.api.schemas.SubmissionCreate`); the ``Content-Type`` decides.
+Code and logs are shown to the owner and admins only.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.datastructures import UploadFile
+
+from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionDep, SettingsDep
+from kernelrank.api.schemas import RunPublic, SubmissionAccepted, SubmissionCreate, SubmissionPublic
+from kernelrank.db.models import Submission
+from kernelrank.services import TooLarge, submissions
+
+router = APIRouter(prefix="/api/v1/submissions", tags=["submissions"])
+
+#: Bytes a request may carry besides the code (form fields, multipart boundaries, JSON keys).
+_ENVELOPE_BYTES = 64 * 1024
+#: Worst-case growth of text written as a JSON string (``\u00XX`` escapes).
+_JSON_ESCAPE_FACTOR = 6
+
+Status = Literal["queued", "running", "passed", "failed", "error", "timeout", "compile_error", "rejected"]
+
+
+@dataclass(frozen=True)
+class NewSubmission:
+    """A parsed submission request: the code as raw bytes, validated by the service."""
+
+    problem: str
+    device: str
+    mode: str
+    raw: bytes
+    filename: str
+
+
+def _field_errors(e: ValidationError) -> RequestValidationError:
+    return RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in e.errors(include_url=False)])
+
+
+async def _from_json(request: Request, limit: int) -> NewSubmission:
+    cap = limit * _JSON_ESCAPE_FACTOR + _ENVELOPE_BYTES
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > cap:
+            raise TooLarge(f"request body is over {cap} bytes; code is limited to {limit} bytes")
+    try:  # the standard parser keeps a lone surrogate ("\\ud800"), so the code check can name it
+        payload = json.loads(bytes(body))
+    except ValueError as e:  # JSONDecodeError, or bytes that are not UTF-8/16/32
+        raise RequestValidationError([{"type": "json_invalid", "loc": ("body",), "input": None,
+                                       "msg": f"JSON decode error: {getattr(e, 'msg', e)}"}]) from None
+    try:
+        data = SubmissionCreate.model_validate(payload)
+    except ValidationError as e:
+        raise _field_errors(e) from None
+    # a lone surrogate ("\ud800") survives JSON but is not UTF-8: keep it, and let validation refuse it
+    raw = data.code.encode("utf-8", "surrogatepass")
+    return NewSubmission(data.problem, data.device, data.mode, raw, data.filename or "submission.py")
+
+
+async def _from_form(request: Request, limit: int) -> NewSubmission:
+    async with request.form(max_files=1, max_fields=8) as form:
+        fields: dict[str, Any] = {k: form.get(k) for k in ("problem", "device", "mode")}
+        upload = form.get("file")
+        if isinstance(upload, UploadFile):
+            raw = await upload.read(limit + 1)  # never more than one byte past the limit
+            filename = upload.filename or "submission.py"
+        elif isinstance(upload, str):  # curl -F "file=<k.py" sends a plain field
+            raw, filename = upload.encode("utf-8"), "submission.py"
+        else:
+            raise RequestValidationError([{"type": "missing", "loc": ("body", "file"),
+                                           "msg": "Field required: the kernel source as an uploaded file",
+                                           "input": None}])
+    if len(raw) > limit:
+        raise TooLarge(f"submission is over the limit of {limit} bytes")
+    text_fields = {k: v for k, v in fields.items() if v is not None}
+    if any(not isinstance(v, str) for v in text_fields.values()):
+        raise RequestValidationError([{"type": "string_type", "loc": ("body", k), "msg": "must be a text field",
+                                       "input": None} for k, v in text_fields.items() if not isinstance(v, str)])
+    try:  # the same field rules as the JSON body; the code is checked by the service
+        data = SubmissionCreate.model_validate({**text_fields, "code": "", "filename": filename[:255]})
+    except ValidationError as e:
+        raise _field_errors(e) from None
+    return NewSubmission(data.problem, data.device, data.mode, raw, filename)
+
+
+async def parse_submission(request: Request, settings: SettingsDep) -> NewSubmission:
+    """The submission in the request body, multipart form or JSON.
+
+    Raises:
+        TooLarge: a body or file over the size limit (413).
+        RequestValidationError: missing or malformed fields (422).
+        HTTPException: 415 for any other content type.
+    """
+    from fastapi import HTTPException
+
+    limit = settings.max_code_bytes
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit * _JSON_ESCAPE_FACTOR + _ENVELOPE_BYTES:
+        raise TooLarge(f"request body is {declared} bytes; code is limited to {limit} bytes")
+    if content_type == "multipart/form-data":
+        return await _from_form(request, limit)
+    if content_type == "application/json" or content_type.endswith("+json"):
+        return await _from_json(request, limit)
+    raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                        "send the submission as multipart/form-data (file=@kernel.py) or application/json")
+
+
+_FORM_SCHEMA = {
+    "type": "object",
+    "required": ["problem", "file"],
+    "properties": {
+        "problem": {"type": "string", "examples": ["softmax"]},
+        "device": {"type": "string", "default": "cpu", "description": "cpu or cuda-<model>"},
+        "mode": {"type": "string", "default": "leaderboard", "enum": ["test", "benchmark", "leaderboard", "profile"]},
+        "file": {"type": "string", "format": "binary", "description": "The kernel's Python source (UTF-8)."},
+    },
+}
+
+
+@router.post(
+    "", status_code=status.HTTP_202_ACCEPTED, response_model=SubmissionAccepted, summary="Submit a kernel",
+    openapi_extra={"requestBody": {"required": True, "content": {
+        "multipart/form-data": {"schema": _FORM_SCHEMA},
+        "application/json": {"schema": SubmissionCreate.model_json_schema()},
+    }}},
+    responses={401: {"description": "No valid token"}, 404: {"description": "Unknown problem"},
+               413: {"description": "Code over the size limit"}, 415: {"description": "Neither form nor JSON"},
+               422: {"description": "Unknown mode or device, a device no runner serves, empty or non-UTF-8 code"},
+               503: {"description": "The database or the job queue is unavailable"}},
+)
+def create_submission(user: CurrentUser, new: Annotated[NewSubmission, Depends(parse_submission)],
+                      session: SessionDep, settings: SettingsDep, dispatch: DispatchDep,
+                      response: Response) -> SubmissionAccepted:
+    """Store a kernel and queue its evaluation on the device's runners; poll the returned id."""
+    from kernelrank.services.runners import served_devices
+
+    sub = submissions.create_submission(
+        session, user, new.problem, new.device, new.mode, new.raw, new.filename,
+        served_devices(session, settings.runner_online_seconds), settings.max_code_bytes, dispatch,
+    )
+    response.headers["Location"] = f"{router.prefix}/{sub.id}"
+    return SubmissionAccepted(id=sub.id, status=sub.status)
+
+
+@router.get("", response_model=list[SubmissionPublic], summary="My submissions",
+            responses={401: {"description": "No valid token"}})
+def list_submissions(
+    user: CurrentUser, session: SessionDep,
+    problem: Annotated[str | None, Query(max_length=64)] = None,
+    device: Annotated[str | None, Query(max_length=64)] = None,
+    status_: Annotated[Status | None, Query(alias="status")] = None,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> list[SubmissionPublic]:
+    """The caller's submissions, newest first (``code`` and ``logs`` null: read one for them)."""
+    subs = submissions.list_for_user(session, user, problem=problem, device=device, status=status_,
+                                     limit=limit, offset=offset)
+    return [_public(sub, full=True, with_code=False) for sub in subs]
+
+
+@router.get("/{submission_id}", response_model=SubmissionPublic, summary="One submission",
+            responses={401: {"description": "Invalid token"}, 404: {"description": "No such submission"}})
+def get_submission(submission_id: int, viewer: OptionalUser, session: SessionDep) -> SubmissionPublic:
+    """A submission's status and verdict (public); code, logs and error details for its owner and admins."""
+    sub = submissions.get_submission(session, submission_id)
+    full = submissions.can_see_code(viewer, sub)
+    return _public(sub, full=full, with_code=full)
+
+
+def _first_line(text: Any, limit: int = 300) -> str:
+    return str(text or "").strip().split("\n", 1)[0][:limit]
+
+
+def _public_result(result: dict[str, Any], full: bool) -> dict[str, Any]:
+    """A run's result as shown: whole for the owner; for others without logs or profile, and
+    with messages cut to their first line (tracebacks and compiler output quote the code)."""
+    out = {k: v for k, v in (result or {}).items() if k != "logs"}
+    if full:
+        return out
+    out.pop("profile", None)
+    out["message"] = _first_line(out.get("message"))
+    out["cases"] = [{**c, "message": _first_line(c.get("message"))} if isinstance(c, dict) else c
+                    for c in out.get("cases") or []]
+    return out
+
+
+def _public(sub: Submission, full: bool, with_code: bool) -> SubmissionPublic:
+    rev = sub.problem_revision
+    logs = "".join(f"=== {run.kind} run ===\n{run.logs}\n" for run in sub.runs if run.logs) if with_code else None
+    return SubmissionPublic(
+        id=sub.id, user=sub.user.name, problem=rev.problem.name, revision=rev.revision, device=sub.device,
+        mode=sub.mode, language=sub.language, status=sub.status,
+        message=sub.message if full else _first_line(sub.message),
+        score_ns=sub.score_ns, speedup=sub.speedup, ranked=sub.ranked, created_at=sub.created_at,
+        started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
+        runs=[RunPublic(kind=r.kind, status=r.status, score_ns=r.score_ns, result=_public_result(r.result, full))
+              for r in sub.runs],
+        code=sub.code if with_code else None, logs=logs,
+    )

@@ -1,0 +1,538 @@
+"""Client commands that talk to a KernelRank server over its HTTP API: ``submit``, ``leaderboard``
+and ``login``.
+
+Server and token come from, in order: the ``--server`` / ``--token`` flags, the settings
+(``KERNELRANK_SERVER`` / ``KERNELRANK_TOKEN``), the client config file ``kernelrank login`` writes
+(:attr:`~kernelrank.settings.Settings.client_config`); the server defaults to :data:`DEFAULT_SERVER`.
+The token is sent only as an ``Authorization`` header and never printed (at most a masked prefix).
+
+Exit status: 0 when the submission passed (or the command succeeded), 1 for any other verdict (or
+when ``--timeout`` ran out first), 2 for a usage error (unreadable file, bad config, the server
+refused the request with a 4xx: its ``detail`` is shown), 3 when the server cannot be reached or
+fails (5xx, not a KernelRank API).
+
+Nothing heavy is imported here at module level: ``httpx``, ``rich`` and the result types load
+inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, fields
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+if TYPE_CHECKING:
+    import httpx
+    from rich.console import Console
+
+    from kernelrank.runner.results import EvalResult
+
+DEFAULT_SERVER = "http://127.0.0.1:8000"
+FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected")
+#: Seconds for one HTTP request (connect, read, write).
+REQUEST_TIMEOUT_S = 30.0
+#: Consecutive failed polls (server unreachable) tolerated while waiting for a verdict.
+POLL_RETRIES = 5
+
+
+class SubmitMode(str, Enum):
+    test = "test"
+    benchmark = "benchmark"
+    leaderboard = "leaderboard"
+    profile = "profile"
+
+
+class ClientError(Exception):
+    """A failed client command: ``message`` for stderr, ``exit_code`` 2 (usage) or 3 (server)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+# -- configuration ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where client commands go and with what credentials."""
+
+    server: str
+    token: str | None
+
+    def __repr__(self) -> str:  # never the token itself
+        return f"Target(server={self.server!r}, token={mask_token(self.token)!r})"
+
+
+def mask_token(token: str | None) -> str:
+    """A token reduced to a recognisable prefix (``kr_AbCd…``), or ``-``."""
+    return "-" if not token else token[:7] + "…"
+
+
+def config_path() -> Path:
+    """The client config file (``$XDG_CONFIG_HOME/kernelrank/config.toml`` by default)."""
+    from kernelrank.settings import get_settings
+
+    return get_settings().client_config
+
+
+def read_config(path: Path | None = None) -> dict[str, str]:
+    """The client config file's ``server`` and ``token`` (missing keys absent; no file: ``{}``).
+
+    Raises:
+        ClientError: (exit 2) the file exists but is unreadable or not valid TOML.
+    """
+    import tomllib
+
+    path = path or config_path()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError) as e:
+        raise ClientError(f"cannot read the client config {path}: {e}", 2) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ClientError(f"the client config {path} is not valid TOML: {e}", 2) from None
+    return {k: data[k] for k in ("server", "token") if isinstance(data.get(k), str) and data[k]}
+
+
+def _toml_string(value: str) -> str:
+    # JSON string escapes (\" \\ \n \t \uXXXX ...) are valid TOML basic-string escapes; non-ASCII
+    # stays literal (UTF-8), so no surrogate-pair escapes (invalid in TOML) are produced.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def write_config(server: str, token: str, path: Path | None = None) -> Path:
+    """Write ``server`` and ``token`` to the client config file, readable by its owner only
+    (file mode 0600, folder 0700 when created), replacing it atomically. Returns the path.
+
+    Raises:
+        ClientError: (exit 2) the file or its folder cannot be written.
+    """
+    path = path or config_path()
+    text = (
+        "# Written by `kernelrank login`. Holds an API token: keep it private (mode 0600).\n"
+        f"server = {_toml_string(server)}\n"
+        f"token = {_toml_string(token)}\n"
+    )
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.fchmod(fd, 0o600)  # O_CREAT's mode is filtered by the umask; this is not
+            os.write(fd, text.encode("utf-8"))
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ClientError(f"cannot write the client config {path}: {e}", 2) from None
+    return path
+
+
+def resolve_target(server: str | None, token: str | None) -> Target:
+    """Server and token: the flag, else the settings (environment), else the config file; the
+    server defaults to :data:`DEFAULT_SERVER`, the token to none.
+
+    Raises:
+        ClientError: (exit 2) a broken config file (read only when a flag or setting is missing),
+            or a server that is not an http(s) URL.
+    """
+    from kernelrank.settings import get_settings
+
+    settings = get_settings()
+    server = server or settings.server
+    token = token or settings.token
+    if not server or not token:
+        config = read_config(settings.client_config)
+        server = server or config.get("server")
+        token = token or config.get("token")
+    server = (server or DEFAULT_SERVER).strip().rstrip("/")
+    if not server.startswith(("http://", "https://")):
+        raise ClientError(f"server {server!r} is not an http:// or https:// URL", 2)
+    return Target(server, token.strip() if token else None)
+
+
+# -- HTTP ---------------------------------------------------------------------------------------
+
+
+def _detail(response: "httpx.Response") -> str:
+    """The server's ``detail`` message (FastAPI's shape), else the response text."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:500] or response.reason_phrase
+    detail = body.get("detail") if isinstance(body, dict) else None
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list):  # request validation errors: [{loc, msg, ...}]
+        parts = []
+        for err in detail:
+            if isinstance(err, dict):
+                loc = ".".join(str(x) for x in err.get("loc", ()) if x != "body")
+                parts.append(f"{loc}: {err.get('msg', '')}" if loc else str(err.get("msg", "")))
+            else:
+                parts.append(str(err))
+        return "; ".join(parts)
+    return json.dumps(body)[:500]
+
+
+class ApiClient:
+    """A thin synchronous client of ``/api/v1``: JSON in, JSON out, failures as :class:`ClientError`."""
+
+    def __init__(self, target: Target, timeout_s: float = REQUEST_TIMEOUT_S):
+        import httpx
+
+        self.target = target
+        headers = {"Accept": "application/json", "User-Agent": "kernelrank-cli"}
+        if target.token:
+            headers["Authorization"] = f"Bearer {target.token}"
+        self._http = httpx.Client(base_url=target.server, headers=headers, timeout=timeout_s)
+
+    def __enter__(self) -> "ApiClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.close()
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        """``method`` ``/api/v1{path}``; the decoded JSON body.
+
+        Raises:
+            ClientError: exit 3 when the server cannot be reached, answers 5xx or not with JSON;
+                exit 2 for a 4xx (with the server's ``detail``).
+        """
+        import httpx
+
+        try:
+            response = self._http.request(method, f"/api/v1{path}", **kwargs)
+        except httpx.TransportError as e:
+            raise ClientError(f"cannot reach the server at {self.target.server}: {e.__class__.__name__}: {e}", 3) from None
+        if response.status_code >= 500:
+            raise ClientError(f"the server at {self.target.server} failed ({response.status_code}): "
+                              f"{_detail(response)}", 3)
+        if response.status_code >= 400:
+            message = f"{_detail(response)} (HTTP {response.status_code})"
+            if response.status_code == 401:
+                message += ("; no API token given: pass --token, set KERNELRANK_TOKEN or run `kernelrank login`"
+                            if not self.target.token else "; the API token was refused")
+            raise ClientError(message, 2)
+        try:
+            return response.json()
+        except ValueError:
+            raise ClientError(f"{self.target.server} answered {method} {path} with something other than JSON: "
+                              "is it a KernelRank server?", 3) from None
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def eval_result(d: dict[str, Any]) -> "EvalResult":
+    """An :class:`~kernelrank.runner.results.EvalResult` from a run's stored ``result``, tolerant of
+    keys the server added or removed (unknown keys dropped; non-dict logs dropped)."""
+    from kernelrank.runner.results import CaseResult, EvalResult
+
+    known = {f.name for f in fields(EvalResult)}
+    case_keys = {f.name for f in fields(CaseResult)}
+    d = {k: v for k, v in d.items() if k in known}
+    if not isinstance(d.get("logs"), dict):
+        d.pop("logs", None)
+    d["cases"] = [{k: v for k, v in c.items() if k in case_keys} for c in d.get("cases") or [] if isinstance(c, dict)]
+    for key, default in (("mode", ""), ("problem", ""), ("revision", ""), ("device", ""), ("status", "error")):
+        d.setdefault(key, default)
+    return EvalResult.from_dict(d)
+
+
+def _run_of(sub: dict[str, Any], kind: str) -> dict[str, Any] | None:
+    return next((r for r in sub.get("runs") or [] if r.get("kind") == kind), None)
+
+
+def submission_view(sub: dict[str, Any]) -> Any:
+    """The public run's result tables (as ``kernelrank eval`` prints them), the secret run's status
+    in leaderboard mode, and the submission's verdict line."""
+    from rich.console import Group
+    from rich.panel import Panel
+    from rich.text import Text
+
+    from kernelrank.cli.render import format_ns, result_view
+
+    parts: list[Any] = []
+    public = _run_of(sub, "public")
+    if public and isinstance(public.get("result"), dict):
+        parts.append(result_view(eval_result(public["result"])))
+    if sub.get("mode") == "leaderboard":
+        secret = _run_of(sub, "secret")
+        if secret is None:
+            parts.append(Text("secret-seed run: not run"))
+        else:
+            msg = (secret.get("result") or {}).get("message", "") if secret.get("status") != "passed" else ""
+            parts.append(Text.assemble(("secret-seed run: ", "bold"),
+                                       (str(secret.get("status")), _style(secret.get("status"))),
+                                       f"  {msg}" if msg else ""))
+    if sub.get("logs") and not (public and isinstance((public.get("result") or {}).get("logs"), dict)):
+        parts.append(Panel(Text(str(sub["logs"])), title="submission logs"))
+    status = str(sub.get("status"))
+    line = Text.assemble((f"submission #{sub.get('id')}: ", "bold"), (status, _style(status)),
+                         f"  ({sub.get('problem')}, {sub.get('mode')}, {sub.get('device')}, {sub.get('language')})")
+    if sub.get("ranked"):
+        line.append(f"  ranked with score {format_ns(sub.get('score_ns'))}")
+    elif sub.get("mode") == "leaderboard" and status in FINAL:
+        line.append("  not ranked")
+    parts.append(line)
+    if sub.get("message") and not public:
+        parts.append(Text(str(sub["message"])))
+    return Group(*parts)
+
+
+def _style(status: Any) -> str:
+    return {"passed": "bold green", "timeout": "bold yellow", "compile_error": "bold magenta",
+            "queued": "cyan", "running": "cyan"}.get(str(status), "bold red")
+
+
+def leaderboard_table(board: dict[str, Any]) -> Any:
+    """A Rich table of one leaderboard: rank, user, score, speedup, language, submitted."""
+    from rich.table import Table
+
+    from kernelrank.cli.render import format_ns
+
+    rev = str(board.get("revision") or "")[:12]
+    table = Table(title=f"{board.get('problem')} · {board.get('device')} · revision {rev}")
+    for col in ("rank", "user", "score", "speedup", "language", "submitted"):
+        table.add_column(col, justify="right" if col in ("rank", "score", "speedup") else "left")
+    for row in board.get("rows") or []:
+        speedup = row.get("speedup")
+        table.add_row(str(row.get("rank")), str(row.get("user")), format_ns(row.get("score_ns")),
+                      "-" if speedup is None else f"{speedup:.2f}x", str(row.get("language") or "-"),
+                      _when(row.get("submitted_at")))
+    return table
+
+
+def _when(value: Any) -> str:
+    """An ISO timestamp as ``YYYY-MM-DD HH:MM`` (as given when it is not one)."""
+    import datetime as dt
+
+    if not value:
+        return "-"
+    try:
+        t = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return str(value)
+    return t.strftime("%Y-%m-%d %H:%M") + (" UTC" if t.utcoffset() == dt.timedelta(0) or t.tzinfo is None else "")
+
+
+class _Progress:
+    """What ``submit`` shows on stderr while it waits: the status, each run as it arrives with its
+    cases, and what the runner reports in ``progress`` (a phase, cases) when it does."""
+
+    def __init__(self, console: "Console", status: Any):
+        self.console = console
+        self.status = status
+        self.seen: set[Any] = set()
+
+    def update(self, sub: dict[str, Any], waited_s: float) -> None:
+        progress = sub.get("progress") if isinstance(sub.get("progress"), dict) else {}
+        phase = progress.get("phase")
+        state = str(sub.get("status"))
+        text = f"submission #{sub.get('id')}: {state}" + (f" · {phase}" if phase else "") + f" · {waited_s:.0f} s"
+        self.status.update(text)
+        if ("status", state) not in self.seen and state not in FINAL:
+            self.seen.add(("status", state))
+            self.console.print(f"  [{_style(state)}]{state}[/]")
+        for case in progress.get("cases") or []:
+            if isinstance(case, dict):
+                self._case(str(progress.get("run", "public")), case)
+        for run in sub.get("runs") or []:
+            result = run.get("result") if isinstance(run.get("result"), dict) else {}
+            for case in result.get("cases") or []:
+                if isinstance(case, dict):
+                    self._case(str(run.get("kind")), case)
+            if ("run", run.get("kind")) not in self.seen:
+                self.seen.add(("run", run.get("kind")))
+                self.console.print(f"  {run.get('kind')} run: [{_style(run.get('status'))}]{run.get('status')}[/]")
+        if state in FINAL and ("status", state) not in self.seen:
+            self.seen.add(("status", state))
+            self.console.print(f"  verdict: [{_style(state)}]{state}[/]")
+
+    def _case(self, kind: str, case: dict[str, Any]) -> None:
+        key = ("case", kind, case.get("kind"), case.get("index"))
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        params = " ".join(f"{k}={v}" for k, v in (case.get("spec") or {}).items() if k != "seed")
+        mark = "[green]pass[/]" if case.get("passed") else "[red]FAIL[/]"
+        self.console.print(f"  {mark} {kind}: {case.get('kind')} case {case.get('index')} ({params})")
+
+
+# -- commands -----------------------------------------------------------------------------------
+
+
+def _fail(e: ClientError) -> typer.Exit:
+    from kernelrank.cli.render import make_console
+
+    make_console(stderr=True).print(f"[red]error:[/] {e.message}", markup=True, soft_wrap=True)
+    return typer.Exit(e.exit_code)
+
+
+ServerOpt = Annotated[Optional[str], typer.Option(
+    "--server", help="Server URL (default: KERNELRANK_SERVER, the login config, http://127.0.0.1:8000).")]
+TokenOpt = Annotated[Optional[str], typer.Option(
+    "--token", help="API token (default: KERNELRANK_TOKEN, then the login config).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")]
+
+
+def submit_command(
+    problem: Annotated[str, typer.Argument(help="Problem name (see GET /api/v1/problems).")],
+    file: Annotated[Path, typer.Argument(help="Submission: a Python file defining custom_kernel(data).")],
+    device: Annotated[str, typer.Option(help="Device queue: cpu, or cuda-<model> (e.g. cuda-h100).")] = "cpu",
+    mode: Annotated[SubmitMode, typer.Option(help="test | benchmark | leaderboard | profile.")] = SubmitMode.leaderboard,
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+    timeout: Annotated[float, typer.Option(
+        "--timeout", help="Seconds to wait for the verdict before giving up (exit 1; the job goes on).", min=1)] = 3600.0,
+) -> None:
+    """Send FILE to the server to be judged on PROBLEM, wait for the verdict and show it."""
+    from kernelrank.cli.render import make_console
+
+    try:
+        raw = file.read_bytes()
+    except OSError as e:
+        raise _fail(ClientError(f"cannot read {file}: {e.strerror or e}", 2)) from None
+    sub_id: int | None = None
+    try:
+        target = resolve_target(server, token)
+        with ApiClient(target) as api:
+            created = api.request("POST", "/submissions",
+                                  data={"problem": problem, "device": device, "mode": mode.value},
+                                  files={"file": (file.name, raw, "text/x-python")})
+            new_id = created.get("id") if isinstance(created, dict) else None
+            if not isinstance(new_id, int):
+                raise ClientError(f"unexpected answer to the submission: {json.dumps(created)[:300]}", 3)
+            sub_id = new_id
+            err = make_console(stderr=True)
+            if as_json:
+                sub = _wait(api, sub_id, timeout, None)
+            else:
+                err.print(f"submitted {file.name} to {problem} on {device} ({mode.value}): submission #{sub_id}")
+                with err.status(f"submission #{sub_id}: queued") as status:
+                    sub = _wait(api, sub_id, timeout, _Progress(err, status))
+    except ClientError as e:
+        raise _fail(e) from None
+    except KeyboardInterrupt:
+        if sub_id is None:
+            raise
+        make_console(stderr=True).print(f"stopped waiting: submission #{sub_id} goes on "
+                                        f"(GET {target.server}/api/v1/submissions/{sub_id})")
+        raise typer.Exit(130) from None
+    if as_json:
+        typer.echo(json.dumps(sub, allow_nan=False, default=str))
+    else:
+        make_console().print(submission_view(sub))
+    if sub.get("status") not in FINAL:
+        err.print(f"[yellow]gave up after {timeout:g} s:[/] submission #{sub_id} is still {sub.get('status')}; "
+                  f"it goes on (GET {target.server}/api/v1/submissions/{sub_id})")
+    raise typer.Exit(0 if sub.get("status") == "passed" else 1)
+
+
+def _wait(api: ApiClient, sub_id: int, timeout_s: float, progress: _Progress | None) -> dict[str, Any]:
+    """Poll the submission (every 0.5 s, then every 1 s after 10 s) until it has a final status
+    or ``timeout_s`` passed; tolerates up to :data:`POLL_RETRIES` consecutive unreachable polls.
+
+    Raises:
+        ClientError: the server stayed unreachable (exit 3) or refused the request (exit 2).
+    """
+    start = time.monotonic()
+    failures = 0
+    sub: dict[str, Any] = {"id": sub_id, "status": "queued"}
+    while True:
+        waited = time.monotonic() - start
+        try:
+            sub = api.request("GET", f"/submissions/{sub_id}")
+            failures = 0
+        except ClientError as e:
+            failures += 1
+            if e.exit_code != 3 or failures > POLL_RETRIES:
+                e.message += f" (submission #{sub_id} was accepted and goes on)"
+                raise
+        else:
+            if progress is not None:
+                progress.update(sub, waited)
+            if sub.get("status") in FINAL:
+                return sub
+        if waited >= timeout_s:
+            return sub
+        time.sleep(0.5 if waited < 10 else 1.0)
+
+
+def leaderboard_command(
+    problem: Annotated[str, typer.Argument(help="Problem name.")],
+    device: Annotated[str, typer.Option(help="Device queue: cpu, or cuda-<model>.")] = "cpu",
+    server: ServerOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The ranked entries of PROBLEM on DEVICE, best first."""
+    from kernelrank.cli.render import make_console
+
+    try:
+        target = resolve_target(server, None)
+        with ApiClient(Target(target.server, None)) as api:  # public: no token sent
+            board = api.request("GET", f"/leaderboards/{_seg(problem)}/{_seg(device)}")
+    except ClientError as e:
+        raise _fail(e) from None
+    if as_json:
+        typer.echo(json.dumps(board, allow_nan=False, default=str))
+        return
+    console = make_console()
+    console.print(leaderboard_table(board))
+    if not board.get("rows"):
+        console.print("no ranked submissions yet")
+
+
+def _seg(value: str) -> str:
+    """A URL path segment (so ``a/b`` cannot reach another route)."""
+    from urllib.parse import quote
+
+    return quote(value, safe="")
+
+
+def login_command(server: ServerOpt = None, token: TokenOpt = None) -> None:
+    """Check an API token with the server and save it for later commands.
+
+    Server and token go to the client config file (mode 0600), used when no flag or environment
+    variable gives them."""
+    from kernelrank.cli.render import make_console
+
+    try:
+        target = resolve_target(server, token)
+        if not target.token:
+            if not sys.stdin.isatty():
+                raise ClientError("no API token: pass --token, set KERNELRANK_TOKEN, or run this in a terminal "
+                                  "to be asked for it", 2)
+            target = Target(target.server, typer.prompt("API token", hide_input=True).strip())
+        with ApiClient(target) as api:
+            me = api.request("GET", "/me")
+        path = write_config(target.server, target.token or "")
+    except ClientError as e:
+        raise _fail(e) from None
+    name = me.get("name") if isinstance(me, dict) else None
+    role = " (admin)" if isinstance(me, dict) and me.get("is_admin") else ""
+    make_console().print(f"logged in to {target.server} as {name}{role}; token {mask_token(target.token)} "
+                         f"saved to {path}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``submit``, ``leaderboard`` and ``login`` to the ``kernelrank`` app."""
+    app.command("submit")(submit_command)
+    app.command("leaderboard")(leaderboard_command)
+    app.command("login")(login_command)

@@ -1,0 +1,46 @@
+"""``kernelrank users``: user administration run on the server's machine, against the database
+directly (no HTTP, no token needed: access to the database is the credential).
+
+Exit status: 0 on success, 2 for a refused request (name taken or invalid), 3 when the database
+cannot be opened or migrated.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+users_app = typer.Typer(help="Manage users (on the server's machine, against its database).", no_args_is_help=True)
+
+
+@users_app.command("create")
+def users_create(
+    name: Annotated[str, typer.Argument(help="User name: 1-64 letters, digits, '_', '.' or '-'.")],
+    admin: Annotated[bool, typer.Option("--admin", help="Make the user an administrator.")] = False,
+) -> None:
+    """Create user NAME and print its API token, once, alone on stdout (the message goes to stderr,
+    so ``TOKEN=$(kernelrank users create NAME)`` captures just the token). The database is
+    migrated to the newest schema first."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kernelrank.cli.render import make_console
+    from kernelrank.db.session import migrate, session_scope
+    from kernelrank.services import Conflict, Invalid
+    from kernelrank.services.users import create_user
+
+    err = make_console(stderr=True)
+    try:
+        migrate()
+        with session_scope() as session:
+            user, token = create_user(session, name, admin=admin)
+            label = f"{user.name}{' (admin)' if user.is_admin else ''}"
+    except (Conflict, Invalid) as e:
+        err.print(f"[red]error:[/] {e.message}", soft_wrap=True)
+        raise typer.Exit(2) from None
+    except SQLAlchemyError as e:  # the message names the error class only: URLs may hold passwords
+        err.print(f"[red]error:[/] cannot use the database ({e.__class__.__name__}); check KERNELRANK_DATABASE_URL "
+                  "or KERNELRANK_DATA_DIR", soft_wrap=True)
+        raise typer.Exit(3) from None
+    err.print(f"created user {label}. Its API token is shown once, below; keep it secret:")
+    typer.echo(token)

@@ -1,0 +1,271 @@
+"""The runner's Celery task: judge one job with the harness and report back by task name.
+
+A runner is a Celery worker consuming exactly one device queue (``cpu`` or ``cuda-<model>``),
+started by ``kernelrank runner`` (or ``celery -A kernelrank.runner.worker worker -Q cpu ...``).
+For each job (``services.submissions.job_message``) it sends ``JOB_STARTED``, runs the public run
+and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
+``control`` queue. A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
+``settings.heartbeat_seconds``.
+
+Every job ends in recorded results: a broken problem or judge error becomes an ``error`` result
+with a message, the soft time limit a ``timeout`` result. The runner imports no database code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import multiprocessing
+import os
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from celery import signals
+from celery.exceptions import SoftTimeLimitExceeded
+
+from kernelrank import __version__
+from kernelrank.queue import CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, device_class, get_celery, send
+from kernelrank.settings import get_settings
+
+log = logging.getLogger("kernelrank.runner")
+
+#: ``celery -A kernelrank.runner.worker`` finds the app here.
+app = get_celery()
+
+#: Message of the secret run when the public run did not pass (it is not run).
+SKIPPED_SECRET = "not run: the public-seed run did not pass"
+
+
+@dataclass(frozen=True)
+class RunnerIdentity:
+    """Who this runner is: ``name`` is ``host:pid:queue`` with the pid of the worker's main process."""
+
+    name: str
+    queue: str
+
+
+_identity: RunnerIdentity | None = None
+#: Jobs finished by this worker, shared by the main process and its forked pool processes.
+_jobs_done: Any = None
+_heartbeat_stop = threading.Event()
+
+
+def runner_name(queue: str, pid: int | None = None) -> str:
+    """``f"{hostname}:{pid}:{queue}"``."""
+    return f"{socket.gethostname()}:{pid or os.getpid()}:{queue}"
+
+
+def configure(queue: str) -> RunnerIdentity:
+    """Fix this process's runner identity for ``queue`` (call in the worker's main process,
+    before the pool forks, so every pool process reports under the same name).
+
+    Raises:
+        ValueError: ``queue`` is not a device queue.
+    """
+    global _identity, _jobs_done
+    device_class(queue)
+    _identity = RunnerIdentity(runner_name(queue), queue)
+    if _jobs_done is None:
+        _jobs_done = multiprocessing.Value("q", 0)
+    return _identity
+
+
+def identity() -> RunnerIdentity | None:
+    """The identity set by :func:`configure` (``None`` outside a configured runner)."""
+    return _identity
+
+
+def jobs_done() -> int:
+    """Jobs finished since this worker started."""
+    return int(_jobs_done.value) if _jobs_done is not None else 0
+
+
+def _count_job() -> None:
+    if _jobs_done is not None:
+        with _jobs_done.get_lock():
+            _jobs_done.value += 1
+
+
+# -- the task ------------------------------------------------------------------------------------
+@app.task(name=EVALUATE, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def evaluate_job(job: dict[str, Any]) -> None:
+    """Judge one job and report it: ``JOB_STARTED``, then ``RECORD_RESULT`` per run."""
+    ident = _identity or RunnerIdentity(runner_name(str(job.get("device", "cpu"))), str(job.get("device", "cpu")))
+    try:
+        run_job(job, ident.name)
+    finally:
+        _count_job()
+
+
+def run_job(job: dict[str, Any], runner: str, report: Any = None) -> list[dict[str, Any]]:
+    """Run every run of ``job`` and report each result; returns the results sent.
+
+    ``report(task_name, args)`` sends a control message (default: to the ``control`` queue).
+    Never raises for a bad job or a judge failure: those become ``error`` results.
+    """
+    report = report or _send_control
+    submission_id = int(job["submission_id"])
+    kinds = list(job.get("runs") or ["public"])
+    report(JOB_STARTED, [submission_id, runner])
+    log.info("job %s: %s %s on %s (%s)", submission_id, _problem_name(job), job.get("mode"), job.get("device"),
+             "+".join(kinds))
+    results: list[dict[str, Any]] = []
+    previous: dict[str, Any] | None = None
+    for kind in kinds:
+        if previous is not None and previous.get("status") != "passed":
+            result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", "error")))
+        else:
+            result = _evaluate_run(job, kind)
+        report(RECORD_RESULT, [submission_id, kind, result, runner])
+        log.info("job %s: %s run %s: %s", submission_id, kind, result.get("status"), str(result.get("message", ""))[:200])
+        results.append(result)
+        previous = result
+    return results
+
+
+def _send_control(task: str, args: list[Any]) -> None:
+    send(task, args, queue=CONTROL_QUEUE)
+
+
+def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
+    """One harness run as a JSON-ready result dict; judge failures become an ``error`` result."""
+    try:
+        from kernelrank.problems import ProblemSpec
+        from kernelrank.runner.harness import EvalOptions, evaluate
+
+        settings = get_settings()
+        spec = ProblemSpec.from_message(job["problem"])
+        secret = job.get("secret_seed") if kind == "secret" else None
+        if kind == "secret" and secret is None:
+            raise ValueError("the secret run needs the job's secret seed")
+        options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
+                              cache_dir=settings.cache_dir, log_limit=settings.log_limit_bytes,
+                              secret=None if secret is None else int(secret), trace_dir=None)
+        result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options)
+        return _json_ready(result.to_dict())
+    except SoftTimeLimitExceeded:
+        return _error_result(job, f"timeout: the {kind} run exceeded the job's time limit on the runner",
+                             status="timeout")
+    except Exception as e:  # noqa: BLE001 - a broken problem or judge error must still end the job
+        log.exception("job %s: the judge failed on the %s run", job.get("submission_id"), kind)
+        return _error_result(job, f"the judge could not evaluate this submission ({kind} run): "
+                                  f"{type(e).__name__}: {str(e)[:2000]}")
+
+
+def _error_result(job: dict[str, Any], message: str, status: str = "error") -> dict[str, Any]:
+    """A result of the harness's shape for a run the harness did not finish."""
+    from kernelrank.runner.results import EvalResult, Status
+
+    problem = job.get("problem") or {}
+    try:
+        cls = device_class(str(job.get("device")))
+    except ValueError:
+        cls = str(job.get("device"))
+    result = EvalResult(Status(status), str(job.get("mode")), _problem_name(job), str(problem.get("revision", "")),
+                        cls, message=message)
+    return _json_ready(result.to_dict())
+
+
+def _problem_name(job: dict[str, Any]) -> str:
+    try:
+        return str(job["problem"]["definition"]["name"])
+    except (KeyError, TypeError):
+        return "?"
+
+
+def _json_ready(value: Any) -> Any:
+    """Non-finite floats become ``None`` (JSON and Postgres have no NaN); other values as JSON."""
+    def clean(v: Any) -> Any:
+        if isinstance(v, float):
+            return v if math.isfinite(v) else None
+        if isinstance(v, dict):
+            return {str(k): clean(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [clean(x) for x in v]
+        return v
+
+    return json.loads(json.dumps(clean(value), default=str, allow_nan=False))
+
+
+# -- heartbeat -----------------------------------------------------------------------------------
+def heartbeat_info(queue: str) -> dict[str, Any]:
+    """``device_info(...).to_dict()`` for ``queue``'s device class.
+
+    On CUDA the information comes from a short subprocess: initialising CUDA in the worker's main
+    process would break the pool processes forked from it.
+    """
+    settings = get_settings()
+    cls = device_class(queue)
+    if cls == "cpu":
+        from kernelrank.runner.devices import device_info
+
+        return device_info("cpu", settings.cpu_threads).to_dict()
+    code = ("import json; from kernelrank.runner.devices import device_info; "
+            "print(json.dumps(device_info('cuda').to_dict()))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def send_heartbeat(ident: RunnerIdentity, info: dict[str, Any]) -> None:
+    """One ``HEARTBEAT`` message; it expires unread after a few periods (a stale one says nothing)."""
+    period = get_settings().heartbeat_seconds
+    send(HEARTBEAT, [ident.name, ident.queue, info, __version__, jobs_done()], queue=CONTROL_QUEUE,
+         expires=max(4 * period, 60.0))
+
+
+def _heartbeat_loop(ident: RunnerIdentity) -> None:
+    period = get_settings().heartbeat_seconds
+    info: dict[str, Any] | None = None
+    while True:
+        try:
+            if info is None:
+                info = heartbeat_info(ident.queue)
+            send_heartbeat(ident, info)
+        except Exception as e:  # noqa: BLE001 - broker or device hiccups: try again next period
+            log.warning("heartbeat failed: %s", type(e).__name__)
+        if _heartbeat_stop.wait(period):
+            return
+
+
+def start_heartbeat(ident: RunnerIdentity) -> threading.Thread:
+    """Start the daemon heartbeat thread (once now, then every ``settings.heartbeat_seconds``)."""
+    _heartbeat_stop.clear()
+    thread = threading.Thread(target=_heartbeat_loop, args=(ident,), name="kernelrank-heartbeat", daemon=True)
+    thread.start()
+    return thread
+
+
+@signals.celeryd_after_setup.connect
+def _on_worker_setup(sender: Any = None, instance: Any = None, **_: Any) -> None:
+    """Main process, before the pool forks: take the identity from the consumed device queue."""
+    queues = [q for q in instance.app.amqp.queues.consume_from if _is_device_queue(q)]
+    if len(queues) != 1:
+        log.error("a runner consumes exactly one device queue (cpu or cuda-<model>); got %s",
+                  sorted(instance.app.amqp.queues.consume_from))
+        return
+    configure(queues[0])
+
+
+@signals.worker_ready.connect
+def _on_worker_ready(**_: Any) -> None:
+    if _identity is not None:
+        log.info("runner %s ready on queue %s", _identity.name, _identity.queue)
+        start_heartbeat(_identity)
+
+
+@signals.worker_shutting_down.connect
+def _on_worker_shutting_down(**_: Any) -> None:
+    _heartbeat_stop.set()
+
+
+def _is_device_queue(name: str) -> bool:
+    try:
+        device_class(name)
+        return True
+    except ValueError:
+        return False
