@@ -33,6 +33,9 @@ MODES: tuple[Mode, ...] = ("test", "benchmark", "leaderboard", "profile")
 DEVICE_CLASSES: tuple[DeviceClass, ...] = ("cpu", "cuda")
 
 DEFINITION_FILE = "problem.yaml"
+#: Folders of a reference that do not change how submissions are judged, so not its revision:
+#: ``attacks/`` (the security test corpus).
+UNHASHED = ("attacks",)
 REFERENCE_FILE = "reference.py"
 
 
@@ -245,15 +248,17 @@ def revision_hash(definition_path: Path, reference_dir: Path) -> str:
     """SHA-256 over the definition file and every file under the reference folder.
 
     Files are hashed in sorted order of their relative paths, each as its path and its bytes,
-    so renaming a file changes the revision too. Caches (``__pycache__``, ``*.pyc``) are skipped.
+    so renaming a file changes the revision too. Caches (``__pycache__``, ``*.pyc``) and the
+    folders in :data:`UNHASHED` are skipped.
     """
     h = hashlib.sha256()
     h.update(b"definition\0")
     h.update(definition_path.read_bytes())
     for path in sorted(reference_dir.rglob("*")):
-        if not path.is_file() or "__pycache__" in path.parts or path.suffix == ".pyc":
+        rel = path.relative_to(reference_dir)
+        if not path.is_file() or "__pycache__" in rel.parts or path.suffix == ".pyc" or rel.parts[0] in UNHASHED:
             continue
-        h.update(b"\0" + path.relative_to(reference_dir).as_posix().encode() + b"\0")
+        h.update(b"\0" + rel.as_posix().encode() + b"\0")
         h.update(path.read_bytes())
     return h.hexdigest()
 

@@ -66,17 +66,22 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     transport: dict[str, Any] = {"visibility_timeout": VISIBILITY_TIMEOUT}
     if url.startswith("filesystem"):
         folder = settings.broker_folder
-        for sub in ("queue", "processed"):
+        for sub in ("queue", "processed", "control"):
             (folder / sub).mkdir(parents=True, exist_ok=True)
         transport.update({
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
             "processed_folder": str(folder / "processed"),
+            # exchange bindings: kombu's default is a relative "control" folder in the working
+            # directory, which differs between processes (serve, its children, tests)
+            "control_folder": str(folder / "control"),
             "store_processed": False,
             "polling_interval": 0.1,
         })
     return {
         "broker_url": url,
+        # kombu's filesystem transport with atomic publish and claim (see kernelrank.fsbroker)
+        "broker_transport": "kernelrank.fsbroker:Transport" if url.startswith("filesystem") else None,
         "broker_transport_options": transport,
         "broker_connection_retry_on_startup": True,
         "task_acks_late": True,

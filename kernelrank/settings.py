@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -34,6 +35,12 @@ class Settings(BaseSettings):
     cpu_threads: int = Field(default=0, ge=0)
     #: Bytes of the submission's stdout and of its stderr kept as logs (head and tail halves).
     log_limit_bytes: int = Field(default=64 * 1024, ge=1024)
+    #: How a runner isolates submitted code: ``auto`` (the strongest method this machine supports),
+    #: ``setuid`` (needs root), ``userns`` or ``none``; see ``kernelrank.runner.isolation``.
+    runner_isolation: Literal["auto", "setuid", "userns", "none"] = "auto"
+    #: A runner refuses leaderboard jobs when it cannot cut submitted code off the network, unless
+    #: its operator sets this (the result still records that the network was not isolated).
+    runner_allow_unisolated_network: bool = False
 
     # -- the service ------------------------------------------------------------------------------
     #: Folder of the embedded default: SQLite database, file broker, logs.

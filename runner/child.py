@@ -1,25 +1,38 @@
 """Entry point of the child process that runs submitted code (``python -m kernelrank.runner.child``).
 
-Everything here runs next to hostile code and is untrusted by the judge: it only loads the
-submission, calls ``custom_kernel`` when asked, times calls with the shared timer, and sends
-snapshots of outputs back over the private channel. The judge checks every answer itself.
+Before anything else the child isolates itself as the judge's plan says
+(:func:`kernelrank.runner.isolation.enter`: namespaces, read-only view, unprivileged user,
+limits), then imports torch. Everything after that runs next to hostile code and is untrusted by
+the judge: it only loads the submission, calls ``custom_kernel`` when asked, times calls with the
+shared timer, and sends snapshots of outputs back over the private channel, with two tripwires
+(outputs sharing memory with inputs or earlier outputs; functions the harness relies on replaced).
+The judge checks every answer itself.
 
-Usage: ``python -m kernelrank.runner.child FD DEVICE THREADS`` where FD is the inherited socket.
+Usage: ``python -m kernelrank.runner.child FD DEVICE THREADS PLAN`` where FD is the inherited
+socket and PLAN the :class:`~kernelrank.runner.isolation.Plan` as JSON;
+``python -m kernelrank.runner.child --probe PLAN`` applies the plan and prints what holds.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
-import resource
 import socket
 import sys
 import time
 import traceback
 from typing import Any
 
+from kernelrank.runner.isolation import SETUP_FAILED, Plan, enter, probe_report
+
 SUBMISSION_FILE = "submission.py"
 _MESSAGE_LIMIT = 4096
+#: torch's error when ``load_inline(use_pch=True)`` must rebuild the precompiled header, which the
+#: sandbox cannot write (site-packages is read-only): the judge provides it for ``-O3`` only.
+_PCH_FAILED = "Compile PreCompile Header fail"
+_PCH_HINT = (" [the precompiled torch/extension.h is read-only here and built for extra_cflags=['-O3'] only:"
+             " use exactly those flags with use_pch=True, or use_pch=False]")
 _TRACEBACK_LIMIT = 16384
 
 
@@ -29,25 +42,29 @@ def _error_kind(exc: BaseException) -> str:
     name = type(exc).__name__
     if isinstance(exc, SyntaxError) or name in ("CompilationError", "CalledProcessError"):
         return "compile_error"
-    if isinstance(exc, RuntimeError) and "Error building extension" in str(exc):
+    if isinstance(exc, RuntimeError) and ("Error building extension" in str(exc) or _PCH_FAILED in str(exc)):
         return "compile_error"
     return "runtime_error"
 
 
 def _error(exc: BaseException) -> dict[str, Any]:
     tb = "".join(traceback.format_exception(exc))
+    hint = _PCH_HINT if _PCH_FAILED in str(exc) else ""
     return {
         "ok": False,
         "kind": _error_kind(exc),
-        "message": f"{type(exc).__name__}: {exc}"[:_MESSAGE_LIMIT],
+        "message": f"{type(exc).__name__}: {exc}"[:_MESSAGE_LIMIT - len(hint)] + hint,
         "traceback": tb[-_TRACEBACK_LIMIT:],
     }
 
 
 class Worker:
-    """Serves the judge's requests: ``load``, ``call``, ``warmup``, ``bench``, ``profile``, ``exit``."""
+    """Serves the judge's requests: ``hello``, ``load``, ``call``, ``warmup``, ``bench``,
+    ``profile``, ``exit``. Every answer names the watched functions found replaced, if any
+    (``tampered``)."""
 
     def __init__(self, channel: Any, device: str):
+        from kernelrank.runner.integrity import Integrity
         from kernelrank.runner.timing import WARMUP_MIN_CALLS, WARMUP_SECONDS, make_timer
 
         self.channel = channel
@@ -56,6 +73,8 @@ class Worker:
         self.kernel: Any = None
         self.warmup_seconds = WARMUP_SECONDS
         self.warmup_min_calls = WARMUP_MIN_CALLS
+        self.integrity = Integrity(self.timer, self)
+        self.integrity.record()
 
     def serve(self) -> None:
         while True:
@@ -72,9 +91,20 @@ class Worker:
                     reply = handler(msg)
                 except BaseException as exc:  # noqa: BLE001 - SystemExit from submitted code is a verdict too
                     reply = _error(exc)
+                tampered = self.integrity.changed()
+                if tampered:
+                    reply["tampered"] = tampered
             self.channel.send(reply)
 
     # -- operations ---------------------------------------------------------------------------
+    def op_hello(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Isolation is in place; start torch's intra-op thread pool now, so threads seen after
+        the submission's calls are compared with a baseline that already has it."""
+        import torch
+
+        torch.ones(1 << 20).mul_(2)
+        return {"ok": True}
+
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
         spec = importlib.util.spec_from_file_location("submission", os.path.abspath(SUBMISSION_FILE))
         if spec is None or spec.loader is None:
@@ -90,24 +120,31 @@ class Worker:
         return {"ok": True}
 
     def op_call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        out, _ = self.timer.time_call(self.kernel, msg["data"])
-        return {"ok": True, **self._snapshot(out)}
+        data = msg["data"]
+        out, _ = self.timer.time_call(self.kernel, data)
+        alias = _alias(out, _storages(data), None)
+        return {"ok": True, **self._snapshot(out), **({"alias": alias} if alias else {})}
 
     def op_warmup(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Warm-up calls on one input set until both the minimum calls and seconds are reached;
         answers the times and the first output."""
         data = msg["data"]
+        inputs = _storages(data)
         times: list[int] = []
         first: dict[str, Any] | None = None
+        alias: str | None = None
+        previous: Any = None
         start = time.perf_counter()
         while len(times) < self.warmup_min_calls or time.perf_counter() - start < self.warmup_seconds:
             out, ns = self.timer.time_call(self.kernel, data)
             times.append(ns)
+            alias = alias or _alias(out, inputs, previous, len(times))
             if first is None:
                 first = self._snapshot(out)
+            previous = out
             if len(times) >= int(msg.get("max_calls", 100)):
                 break
-        return {"ok": True, "times_ns": times, **(first or {})}
+        return {"ok": True, "times_ns": times, **(first or {}), **({"alias": alias} if alias else {})}
 
     def op_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Timed calls. ``sets``: one input set per call (leaderboard: fresh inputs, every output
@@ -115,16 +152,21 @@ class Worker:
         sets = msg["sets"]
         repeat = int(msg.get("repeat", len(sets)))
         every = bool(msg.get("return_all", True))
+        inputs = _storages(sets)
         times: list[int] = []
         outs: list[dict[str, Any]] = []
+        alias: str | None = None
+        previous: Any = None
         for i in range(repeat):
             data = sets[i] if len(sets) > 1 else sets[0]
             out, ns = self.timer.time_call(self.kernel, data)
             times.append(ns)
+            alias = alias or _alias(out, inputs, previous, i + 1)
             if every or i == repeat - 1:
                 outs.append(self._snapshot(out))
+            previous = out
             del out
-        return {"ok": True, "times_ns": times, "outputs": outs}
+        return {"ok": True, "times_ns": times, "outputs": outs, **({"alias": alias} if alias else {})}
 
     def op_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
         """``torch.profiler`` over a few calls per input set, labelled per case; answers the table
@@ -174,10 +216,74 @@ class Worker:
         return {"out": out.detach().to("cpu", copy=True), "out_type": "torch.Tensor", "out_device": str(out.device)}
 
 
+def _storages(value: Any) -> list[tuple[str, int, int]]:
+    """``(device, first byte, bytes)`` of the storage of every tensor in a (nested) input."""
+    import torch
+
+    found: list[tuple[str, int, int]] = []
+
+    def walk(v: Any) -> None:
+        if isinstance(v, torch.Tensor):
+            s = v.untyped_storage()
+            if s.nbytes():
+                found.append((str(v.device), s.data_ptr(), s.nbytes()))
+        elif isinstance(v, (list, tuple)):
+            for x in v:
+                walk(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                walk(x)
+
+    walk(value)
+    return found
+
+
+def _alias(out: Any, inputs: list[tuple[str, int, int]], previous: Any, call: int = 1) -> str | None:
+    """Why ``out`` shares memory with an input of this request or with the previous call's output
+    (still alive: the child holds it, so the allocator cannot have reused its memory), or ``None``."""
+    import torch
+
+    if type(out) is not torch.Tensor:  # noqa: E721 - the judge fails other types anyway
+        return None
+    mine = _storages(out)
+    if not mine:
+        return None
+    device, start, size = mine[0]
+
+    def overlaps(other: list[tuple[str, int, int]]) -> bool:
+        return any(d == device and start < s + n and s < start + size for d, s, n in other)
+
+    if overlaps(inputs):
+        return (f"the output of call {call} shares memory with an input tensor: "
+                "return a new tensor, do not write into or return the inputs")
+    if previous is None or type(previous) is not torch.Tensor:  # noqa: E721
+        return None
+    if previous is out:
+        return f"call {call} returned the same tensor object as the previous call: return a new tensor on every call"
+    if overlaps(_storages(previous)):
+        return (f"the output of call {call} shares memory with the previous call's output: "
+                "return a new tensor on every call")
+    return None
+
+
 def main(argv: list[str]) -> int:
-    """Set limits, connect the channel, serve until ``exit`` or the channel closes."""
-    fd, device, threads = int(argv[1]), argv[2], int(argv[3])
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    """Isolate this process as planned, connect the channel, serve until ``exit`` or the channel
+    closes. A failed set-up exits with :data:`~kernelrank.runner.isolation.SETUP_FAILED`."""
+    if argv[1] == "--probe":
+        plan = Plan.from_json(argv[2])
+        try:
+            enter(plan)
+        except OSError as e:
+            print(f"sandbox set-up failed: {e}", file=sys.stderr)
+            return SETUP_FAILED
+        print(json.dumps(probe_report(plan)))
+        return 0
+    fd, device, threads, plan = int(argv[1]), argv[2], int(argv[3]), Plan.from_json(argv[4])
+    try:
+        enter(plan)
+    except OSError as e:
+        print(f"sandbox set-up failed: {e}", file=sys.stderr)
+        return SETUP_FAILED
     sock = socket.socket(fileno=fd)
     import torch  # after the judge set the environment (TRITON_INTERPRET on the CPU)
 

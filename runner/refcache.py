@@ -17,6 +17,11 @@ from pathlib import Path
 from typing import Any
 
 
+#: Bumped whenever how timings or overheads are measured changes: figures measured by another
+#: version of the harness are not reused.
+HARNESS_VERSION = 3
+
+
 @dataclass(frozen=True)
 class ReferenceTiming:
     """The reference's mean time per call and the judge's unexplained wall time per call (ns)
@@ -38,7 +43,7 @@ class ReferenceCache:
         self.root = root / "reference"
 
     def _path(self, revision: str, device_key: str, mode: str) -> Path:
-        digest = hashlib.sha256(f"{revision}|{device_key}|{mode}".encode()).hexdigest()[:32]
+        digest = hashlib.sha256(f"{revision}|{device_key}|{mode}|{HARNESS_VERSION}".encode()).hexdigest()[:32]
         return self.root / f"{revision[:16]}-{mode}-{digest}.json"
 
     def load(self, revision: str, device_key: str, mode: str) -> dict[str, ReferenceTiming]:

@@ -16,7 +16,11 @@ class Status(str, enum.Enum):
     - ``timeout``: it ran past its time budget and was killed;
     - ``compile_error``: it failed to load or build (Python syntax, C++/CUDA or Triton compile);
     - ``rejected``: it broke the protocol or the trust rules (e.g. timing claims the judge's wall
-      clock cannot support, malformed answers).
+      clock cannot support, malformed answers, threads or processes left running after a call,
+      functions of the harness or torch replaced), or it was not run because the isolation the
+      evaluation requires is not available.
+
+    An output that shares memory with an input or with the previous call's output ``failed``.
     """
 
     passed = "passed"
@@ -67,6 +71,16 @@ class EvalResult:
     ``score_ns`` (leaderboard mode only) is the geometric mean over benchmark cases of each case's
     mean time, in ns, lower is better; ``speedup`` is the reference's geometric mean over the
     submission's. ``logs`` holds the submission's stdout and stderr, bounded.
+
+    ``isolation`` is what held around the submission, measured by the judge from ``/proc`` once
+    the child had set itself up: ``method`` (``setuid``, ``userns`` or ``none``), ``network``
+    (``netns``: a namespace with no reachable network, or ``none``), ``filesystem`` (``read-only``:
+    only the working folder and private temporary folders writable, or ``private-cwd``), ``user``
+    (``sandbox-uid`` or ``same-uid`` as the judge), ``uid``, ``capabilities`` (hex), ``hidden``
+    and ``private_tmp`` folders, ``limits`` (named as in
+    :class:`~kernelrank.runner.limits.SandboxLimits`, plus ``processes_enforced``) and ``cleanup``. ``needs_review`` marks a passing result whose speedup
+    is beyond the problem's ``review_speedup`` (``review_reason`` says which), for an
+    administrator to look at; the verdict itself is unchanged.
     """
 
     status: Status
@@ -82,6 +96,9 @@ class EvalResult:
     logs: dict[str, str] = field(default_factory=lambda: {"stdout": "", "stderr": ""})
     profile: dict[str, Any] | None = None
     duration_s: float = 0.0
+    isolation: dict[str, Any] | None = None
+    needs_review: bool = False
+    review_reason: str | None = None
 
     @property
     def passed(self) -> bool:

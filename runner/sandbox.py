@@ -2,11 +2,16 @@
 
 :class:`SubmissionProcess` starts ``python -m kernelrank.runner.child`` in a fresh private working
 folder with an allowlisted environment (no secrets: nothing of the judge's environment passes
-unless named in :data:`ENV_ALLOWLIST`), standard input closed, its own session and process group
-(so a timeout kills it and everything it started), stdout and stderr drained into bounded logs,
-and a private socket for requests. :meth:`SubmissionProcess.request` enforces a deadline on every
-answer; :meth:`SubmissionProcess.close` kills the whole group and removes the folder without
-following links out of it.
+unless named in :data:`ENV_ALLOWLIST`), standard input closed, its own session and process group,
+stdout and stderr drained into bounded logs, and a private socket for requests. The child first
+isolates itself following a :class:`~kernelrank.runner.isolation.Plan` (namespaces, read-only
+view, sandbox user, limits); :meth:`SubmissionProcess.start` waits for that and records the
+isolation in force, measured from ``/proc``. :meth:`SubmissionProcess.request` enforces a deadline
+and a size bound on every answer; :meth:`SubmissionProcess.strays` names threads and processes
+started since :meth:`SubmissionProcess.set_baseline`; :meth:`SubmissionProcess.close` kills every
+process of the sandbox (:class:`ProcessWatch`) and removes the folder without following links out
+of it. Host-side file operations on the folder go through a descriptor opened before the child
+ran, never through a path the child could redirect.
 """
 
 from __future__ import annotations
@@ -15,14 +20,15 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import IO, Any
 
+from kernelrank.runner import isolation
 from kernelrank.runner.wire import Channel, ChannelClosed, ChannelTimeout, WireError
 
 #: Variables passed through from the judge's environment when set; everything else is dropped.
@@ -47,6 +53,10 @@ class ChildTimeout(Exception):
 
 class ProtocolViolation(Exception):
     """The child's answer was malformed or oversized."""
+
+
+class SandboxError(RuntimeError):
+    """The child could not isolate itself as planned: a problem of the host, not of the submission."""
 
 
 class BoundedLog:
@@ -126,24 +136,35 @@ class SubmissionProcess:
         threads: intra-op threads for the child (CPU device).
         scratch_dir: where the private folder is made (default: the system's temp folder).
         log_limit: bytes kept of stdout and of stderr each.
-        max_message_bytes: largest answer accepted from the child.
+        max_message_bytes: largest answer accepted from the child (a request may lower it).
+        method: isolation method (see :func:`kernelrank.runner.isolation.choose`).
+        limits: resolved resource limits (:meth:`kernelrank.runner.limits.SandboxLimits.resolved`).
+        hidden: extra folders covered in the child's view (e.g. the service's data folder).
     """
 
     def __init__(self, source: str, device: str, threads: int, scratch_dir: Path | None = None,
-                 log_limit: int = 64 * 1024, max_message_bytes: int = 1 << 32):
+                 log_limit: int = 64 * 1024, max_message_bytes: int = 1 << 32, method: str = "none",
+                 limits: dict[str, int | None] | None = None, hidden: tuple[Path, ...] = ()):
         if scratch_dir is not None:
             scratch_dir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="kr-job-", dir=scratch_dir))
+        self._dir_fd = os.open(self.workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         self.device = device
         (self.workdir / "tmp").mkdir()
         (self.workdir / "submission.py").write_text(source, encoding="utf-8")
+        self.plan = isolation.make_plan(method, self.workdir, limits or {"core_bytes": 0}, hidden)
+        if self.plan.uid is not None:
+            for path in (self.workdir, self.workdir / "tmp"):
+                os.chown(path, self.plan.uid, self.plan.uid)
+            ProcessWatch(-1, self.plan.uid).kill_all()  # leftovers of a dead judge that had this pid
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.max_message_bytes = max_message_bytes
         self.channel = Channel(parent_sock, max_message_bytes=max_message_bytes)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "kernelrank.runner.child", str(child_sock.fileno()), device, str(threads)],
+                isolation.child_command(self.plan, str(child_sock.fileno()), device, str(threads)),
                 cwd=self.workdir,
-                env=child_environment(self.workdir, device, threads),
+                env=child_environment(Path(self.plan.workdir), device, threads),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -157,23 +178,65 @@ class SubmissionProcess:
         self.stderr = BoundedLog(self.proc.stderr, log_limit)
         self.closed = False
         self.answer_ns = 0
+        self.span_ns = 0
+        self.watch = ProcessWatch(self.proc.pid, self.plan.uid)
+        self.isolation: dict[str, Any] = {"method": method}
+        self._threads: set[int] = set()
+        self._processes: set[int] = set()
 
-    def request(self, message: dict[str, Any], deadline: float) -> dict[str, Any]:
-        """Send one request and wait for its answer until ``deadline`` (``time.monotonic()``).
-
-        Afterwards ``answer_ns`` holds the judge's clock from the moment the encoded request started
-        to go out to the moment the answer's first bytes arrived: the transfer of the request and
-        the child's whole work on it, without the judge's own encoding and the answer's transfer.
+    def start(self, deadline: float) -> dict[str, Any]:
+        """Wait until the child has isolated itself, then measure the isolation in force.
 
         Raises:
-            ChildTimeout: no answer in time (the child's process group has been killed).
-            ChildDied: the child exited or was killed first.
-            ProtocolViolation: the answer was malformed or oversized.
+            SandboxError: the child's set-up failed (its message is in the error).
+            ChildTimeout, ChildDied, ProtocolViolation: as for :meth:`request`.
         """
+        try:
+            self.request({"op": "hello"}, deadline, max_bytes=1 << 20)
+        except ChildDied as e:
+            if e.returncode == isolation.SETUP_FAILED:
+                raise SandboxError(self.stderr.text().strip()[-2000:] or "sandbox set-up failed") from None
+            raise
+        self.watch = ProcessWatch(self.proc.pid, self.plan.uid)  # now in its network namespace
+        self.isolation = isolation.measure(self.proc.pid, self.plan)
+        self.isolation["cleanup"] = ("by sandbox uid" if self.plan.uid is not None
+                                     else "by process group, session and descent")
+        return self.isolation
+
+    def set_baseline(self) -> None:
+        """Remember the child's threads and the sandbox's other processes as they are now."""
+        self._threads = thread_ids(self.proc.pid)
+        self._processes = self.watch.members()
+
+    def strays(self) -> str | None:
+        """Threads of the child and other processes of the sandbox running now that did not at
+        :meth:`set_baseline`, as a message; ``None`` when there are none."""
+        threads = thread_ids(self.proc.pid) - self._threads
+        processes = self.watch.members() - self._processes
+        parts = []
+        if threads:
+            parts.append(f"{len(threads)} new thread{'s' if len(threads) > 1 else ''}")
+        if processes:
+            parts.append(f"{len(processes)} new process{'es' if len(processes) > 1 else ''}")
+        if not parts:
+            return None
+        return " and ".join(parts) + " still running after the call returned (all work must end inside the call)"
+
+    def request(self, message: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+        """Send one request and wait for its answer until ``deadline`` (``time.monotonic()``),
+        accepting at most ``max_bytes`` bytes of answer (default and cap: ``max_message_bytes``).
+
+        Afterwards, on the judge's clock: ``span_ns`` from the moment the encoded request started to
+        go out to the first bytes of the answer (the request's transfer and the child's whole work
+        on it), and ``answer_ns`` from the moment the request was all handed to the socket to those
+        first bytes (the child's work; a judge scheduled late after sending can only shorten it).
+        """
+        self.channel.max_message_bytes = min(max_bytes or self.max_message_bytes, self.max_message_bytes)
         try:
             self.channel.send(message, deadline)
             reply = self.channel.recv(deadline=deadline)
-            self.answer_ns = self.channel.first_byte_ns - self.channel.send_start_ns
+            self.answer_ns = self.channel.first_byte_ns - self.channel.send_end_ns
+            self.span_ns = self.channel.first_byte_ns - self.channel.send_start_ns
         except ChannelTimeout:
             self.kill()
             raise ChildTimeout("no answer before the time budget ran out") from None
@@ -203,7 +266,7 @@ class SubmissionProcess:
         return ChildDied(f"the process running the submission {what}", code)
 
     def kill(self) -> None:
-        """SIGKILL the child's whole process group (compilers and anything it started included)."""
+        """SIGKILL the child's process group, then every other process of its sandbox."""
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -212,13 +275,30 @@ class SubmissionProcess:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail this way
             pass
+        self.watch.kill_all()
 
     def logs(self) -> dict[str, str]:
         """The child's stdout and stderr, bounded (call after :meth:`close`)."""
         return {"stdout": self.stdout.text(), "stderr": self.stderr.text()}
 
+    def copy_out(self, name: str, dest: Path, limit: int) -> str | None:
+        """Copy the regular file ``name`` from the folder to ``dest`` (at most ``limit`` bytes),
+        opened through the folder's descriptor without following a link; ``None`` when it is
+        missing, a link, not a regular file or larger than ``limit``."""
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=self._dir_fd)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > limit:
+                return None
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(f.read(limit))
+        return str(dest)
+
     def close(self, graceful: bool = True) -> None:
-        """Ask the child to exit (briefly), then kill its process group and remove the folder."""
+        """Ask the child to exit (briefly), then kill every process of the sandbox and remove the folder."""
         if self.closed:
             return
         self.closed = True
@@ -230,16 +310,137 @@ class SubmissionProcess:
                 pass
         self.kill()
         self.channel.close()
+        os.close(self._dir_fd)
         remove_tree(self.workdir)
+
+
+def thread_ids(pid: int) -> set[int]:
+    """Live thread ids of ``pid`` (empty when it is gone)."""
+    try:
+        return {int(t) for t in os.listdir(f"/proc/{pid}/task")}
+    except OSError:
+        return set()
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, ppid, session)`` of ``pid`` from ``/proc/<pid>/stat``."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    rest = raw[raw.rfind(b")") + 2:].split()
+    return rest[0].decode(), int(rest[1]), int(rest[3])
+
+
+class ProcessWatch:
+    """Finds every process of one child's sandbox, to count and to kill them.
+
+    With a sandbox uid, membership is the uid (which those processes cannot change). Otherwise
+    it is the child's session, descent from a member, and the child's network namespace: a process
+    that starts a new session and a nested network namespace, then loses its parent, escapes that.
+    """
+
+    def __init__(self, pid: int, uid: int | None):
+        self.pid = pid
+        self.uid = uid
+        self.netns: str | None = None
+        try:
+            own = os.readlink("/proc/self/ns/net")
+            net = os.readlink(f"/proc/{pid}/ns/net")
+            self.netns = net if net != own else None
+        except OSError:
+            pass
+
+    def members(self, include_self: bool = False) -> set[int]:
+        """Live (not zombie) processes of the sandbox."""
+        found: set[int] = set()
+        parents: dict[int, int] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            p = int(entry.name)
+            if self.uid is not None:
+                try:
+                    if entry.stat().st_uid != self.uid:
+                        continue
+                except OSError:
+                    continue
+                st = _stat(p)
+                if st is not None and st[0] != "Z":
+                    found.add(p)
+                continue
+            st = _stat(p)
+            if st is None or st[0] == "Z":
+                continue
+            parents[p] = st[1]
+            if st[2] == self.pid:  # the child leads its own session
+                found.add(p)
+            elif self.netns is not None:
+                try:
+                    if os.readlink(f"/proc/{p}/ns/net") == self.netns:
+                        found.add(p)
+                except OSError:
+                    pass
+        if self.uid is None:
+            changed = True
+            while changed:  # descendants of members
+                changed = False
+                for p, parent in parents.items():
+                    if p not in found and parent in found:
+                        found.add(p)
+                        changed = True
+        if not include_self:
+            found.discard(self.pid)
+        return found
+
+    def kill_all(self, rounds: int = 200) -> int:
+        """SIGKILL every member until none is left (a fork bomb refills between rounds); returns
+        how many were left after the last round (0 when all are gone)."""
+        left = 0
+        for _ in range(rounds):
+            members = self.members(include_self=True)
+            left = len(members)
+            if not members:
+                return 0
+            for p in members:
+                try:
+                    os.kill(p, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            time.sleep(0.01)
+        return left
 
 
 def remove_tree(path: Path) -> None:
     """Delete a folder without following symbolic links out of it.
 
-    ``shutil.rmtree`` unlinks links instead of descending into them (it refuses a link as the
-    top and, on Linux, uses the ``fd``-based walk that is safe against link races).
+    ``shutil.rmtree`` unlinks links instead of descending into them (it refuses a link as the top
+    and, on Linux, walks with file descriptors, safe against link races). A folder the child made
+    unreadable (mode 000, which stops a judge that is not root) is opened without following links,
+    made accessible, and the removal retried.
     """
     if path.is_symlink():
         path.unlink()
         return
-    shutil.rmtree(path, ignore_errors=True)
+    if not path.exists():
+        return
+
+    def make_accessible(_func: Any, failed: str, _exc: Any) -> None:
+        try:
+            fd = os.open(failed, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            try:
+                fd = os.open(failed, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+            except OSError:
+                return
+        try:
+            os.chmod(f"/proc/self/fd/{fd}", 0o700)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
+    shutil.rmtree(path, onerror=make_accessible)
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)

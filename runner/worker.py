@@ -9,6 +9,10 @@ and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT``
 
 Every job ends in recorded results: a broken problem or judge error becomes an ``error`` result
 with a message, the soft time limit a ``timeout`` result. The runner imports no database code.
+
+Submitted code runs isolated as ``settings.runner_isolation`` says; the service's data folder is
+hidden from it, and a leaderboard job is ``rejected`` unrun where the network cannot be isolated
+unless ``settings.runner_allow_unisolated_network`` is set.
 """
 
 from __future__ import annotations
@@ -108,7 +112,7 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None) -> list[dict[s
     ``report(task_name, args)`` sends a control message (default: to the ``control`` queue).
     Never raises for a bad job or a judge failure: those become ``error`` results.
     """
-    report = report or _send_control
+    report = _send_control if report is None else report
     submission_id = int(job["submission_id"])
     kinds = list(job.get("runs") or ["public"])
     report(JOB_STARTED, [submission_id, runner])
@@ -145,7 +149,11 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
             raise ValueError("the secret run needs the job's secret seed")
         options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
                               cache_dir=settings.cache_dir, log_limit=settings.log_limit_bytes,
-                              secret=None if secret is None else int(secret), trace_dir=None)
+                              secret=None if secret is None else int(secret), trace_dir=None,
+                              isolation=settings.runner_isolation,
+                              require_network_isolation=(job["mode"] == "leaderboard"
+                                                         and not settings.runner_allow_unisolated_network),
+                              hidden_paths=(settings.data_dir.resolve(),))
         result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options)
         return _json_ready(result.to_dict())
     except SoftTimeLimitExceeded:

@@ -118,3 +118,19 @@ def problems_show(name: Annotated[str, typer.Argument(help="Problem name.")]) ->
 
 
 __all__ = ["app", "list_problem_names"]
+
+
+# Client commands (HTTP API) and user administration (database); both modules import nothing heavy.
+from kernelrank.cli import client as _client, users_cmd as _users_cmd  # noqa: E402
+
+_client.register(app)
+app.add_typer(_users_cmd.users_app, name="users")
+
+# Service commands (their heavy imports stay inside the command functions).
+from kernelrank.cli import runner_cmd, serve  # noqa: E402
+
+app.command("runner")(runner_cmd.runner)
+app.command("serve")(serve.serve)
+
+if __name__ == "__main__":
+    app()

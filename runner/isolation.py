@@ -1,0 +1,528 @@
+"""Isolation of the child that runs submitted code: the plan, its set-up, a probe, and checks from outside.
+
+The child sets itself up (:func:`enter`) before it imports torch or the submission, following a
+:class:`Plan` the judge wrote. Methods, chosen once per judge process by :func:`choose` (a probe
+runs the real set-up in a throw-away process and checks it from inside):
+
+``setuid`` (the judge runs as root)
+    New network and mount namespaces (``unshare(2)``), the view of the system made read-only, then
+    the child becomes a dedicated unprivileged user (``uid`` = :data:`SANDBOX_UID_BASE` + a number
+    unique per judge process and child) with no capabilities and ``no_new_privs``. Being neither
+    root nor the judge's user, it cannot remount, read the judge's ``/proc/<pid>/environ`` or
+    memory, signal or trace it, and ``RLIMIT_NPROC`` holds. Every process it starts keeps that
+    uid (no capability to change it), so the judge finds and kills all of them by uid.
+``userns`` (a non-root judge, where unprivileged user namespaces are allowed)
+    The same namespaces and read-only view inside a new user namespace in which the child is root
+    mapped to the judge's own user; then every capability is dropped (bounding set included) and
+    ``no_new_privs`` set. Weaker: the child has the judge's uid, so on a host without Yama it could
+    trace a process of that user; processes are found by session, parent chain and network
+    namespace, which a determined submission can leave (``setsid`` plus a nested namespace).
+``none``
+    No namespaces: only the private working folder, the clean environment and the limits.
+
+The read-only view: the whole mount tree is made read-only (``mount_setattr(2)``, Linux 5.12+),
+except the working folder (bound onto itself) and private, size-limited ``tmpfs`` on ``/tmp``,
+``/var/tmp`` and ``/dev/shm``. The judge's home folder, the folder holding the job folders, any
+path the caller names and (``setuid``) any folder the sandbox user may not enter are covered by an
+empty ``tmpfs``; the folders the child needs to run Python (interpreter prefixes, site-packages,
+the runner's own packages, never the judge's working folder or ``PYTHONPATH``) are bound back
+read-only. A new network namespace holds only a loopback interface that is down: nothing is
+reachable, not even ``127.0.0.1``.
+
+Nothing here is seccomp or a VM: a kernel exploit, or a GPU driver bug reached through the device
+files the child must open, is not contained.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kernelrank.runner import limits as rlimits
+
+#: Sandbox uids are ``SANDBOX_UID_BASE + (judge pid << 4 | child number % 16)``: unique among
+#: live judges, never a real account.
+SANDBOX_UID_BASE = 1_000_000_000
+#: Exit status of a child whose sandbox set-up failed (message on stderr).
+SETUP_FAILED = 121
+#: Size of each private writable ``tmpfs`` (``/tmp``, ``/var/tmp``, ``/dev/shm``).
+PRIVATE_TMPFS = "256m"
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+#: Never covered, whatever the caller asks.
+_SYSTEM_DIRS = frozenset({"/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/dev", "/proc",
+                          "/sys", "/opt", "/var", "/run", "/home", "/srv", "/mnt", "/media", "/boot"})
+
+METHODS = ("setuid", "userns", "none")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the child does to itself before loading anything it did not write (JSON across argv).
+
+    ``hide``: folders covered by an empty read-only ``tmpfs``; ``keep``: folders bound back inside
+    them (read-only); ``limits``: resolved :class:`~kernelrank.runner.limits.SandboxLimits` values.
+    """
+
+    method: str
+    workdir: str
+    uid: int | None = None
+    hide: tuple[str, ...] = ()
+    keep: tuple[str, ...] = ()
+    limits: dict[str, int | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"unknown isolation method {self.method!r}")
+        if self.method == "setuid" and self.uid is None:
+            raise ValueError("the setuid method needs a uid")
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        d = json.loads(text)
+        d["hide"], d["keep"] = tuple(d["hide"]), tuple(d["keep"])
+        return cls(**d)
+
+
+# -- the child's side --------------------------------------------------------------------------
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+MS_RDONLY, MS_NOSUID, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4096, 16384, 1 << 18
+MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
+AT_FDCWD, AT_RECURSIVE = -100, 0x8000
+SYS_MOUNT_SETATTR = 442  # the same number on every architecture that has it
+PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 24, 28, 38, 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+#: NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED, NO_CAP_AMBIENT_RAISE, each with its lock bit.
+SECURE_BITS = 0x01 | 0x02 | 0x04 | 0x08 | 0x20 | 0x80 | 0x40
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    return libc
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"{what}: {os.strerror(e)}")
+
+
+def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    enc = (lambda s: None if s is None else s.encode())
+    _check(_libc().mount(enc(source), target.encode(), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+           f"mount {target}")
+
+
+def _set_mount_attr(path: str, set_: int = 0, clear: int = 0, recursive: bool = False) -> None:
+    attr = _MountAttr(set_, clear, 0, 0)
+    _check(_libc().syscall(SYS_MOUNT_SETATTR, AT_FDCWD, path.encode(), AT_RECURSIVE if recursive else 0,
+                           ctypes.byref(attr), ctypes.c_size_t(ctypes.sizeof(attr))), f"mount_setattr {path}")
+
+
+def _prctl(option: int, arg: int, what: str) -> None:
+    _check(_libc().prctl(option, ctypes.c_ulong(arg), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)), what)
+
+
+def _depth(path: str) -> int:
+    return len(Path(path).parts)
+
+
+def _build_view(plan: Plan) -> None:
+    """Private mount tree: hidden folders covered, needed ones bound back, private tmpfs, the
+    working folder writable, everything else read-only and nosuid."""
+    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    keep = [p for p in dict.fromkeys((*plan.keep, plan.workdir)) if os.path.isdir(p)]
+    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep}
+    private = [d for d in PRIVATE_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    steps = sorted([(p, "hide") for p in plan.hide] + [(p, "private") for p in private] + [(p, "keep") for p in keep],
+                   key=lambda s: (_depth(s[0]), s[1] != "hide", s[1] != "private"))
+    for path, action in steps:
+        if action == "keep":
+            if path != plan.workdir and os.path.isdir(path) and _listable(path):
+                continue  # visible already
+            os.makedirs(path, exist_ok=True)
+            _mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
+        elif os.path.isdir(path) and not os.path.islink(path):
+            options = f"mode=1777,size={PRIVATE_TMPFS}" if action == "private" else "mode=755,size=4m"
+            _mount("tmpfs", path, "tmpfs", MS_NOSUID, options)
+    for fd in fds.values():
+        os.close(fd)
+    _set_mount_attr("/", set_=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, recursive=True)
+    for path in (*private, plan.workdir):
+        _set_mount_attr(path, clear=MOUNT_ATTR_RDONLY)
+
+
+def _listable(path: str) -> bool:
+    """True when ``path`` shows its real content (not an empty stand-in made by a covering tmpfs)."""
+    try:
+        return bool(os.listdir(path))
+    except OSError:
+        return False
+
+
+def _empty_bounding_set() -> None:
+    """No capability can be gained again, not even by executing a program as root."""
+    for cap in range(int(Path("/proc/sys/kernel/cap_last_cap").read_text()) + 1):
+        _prctl(PR_CAPBSET_DROP, cap, f"drop capability {cap} from the bounding set")
+
+
+def _drop_capabilities() -> None:
+    """Lock root out (securebits), empty the bounding and ambient sets, then clear every capability."""
+    _prctl(PR_SET_SECUREBITS, SECURE_BITS, "securebits")
+    _empty_bounding_set()
+    _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, "clear ambient capabilities")
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (_CapData * 2)()
+    _check(_libc().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def enter(plan: Plan) -> None:
+    """Apply ``plan`` to this process (child side, single-threaded, before importing torch).
+
+    Raises:
+        OSError: a step failed; the caller must not go on to load the submission.
+    """
+    libc = _libc()
+    if plan.method == "userns":
+        uid, gid = os.getuid(), os.getgid()
+        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET), "unshare user, mount and network namespaces")
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
+    elif plan.method == "setuid":
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare mount and network namespaces")
+    if plan.method != "none":
+        _build_view(plan)
+        if plan.method == "setuid":
+            assert plan.uid is not None  # checked by Plan
+            _empty_bounding_set()
+            os.setgroups([])
+            os.setresgid(plan.uid, plan.uid, plan.uid)
+            os.setresuid(plan.uid, plan.uid, plan.uid)  # clears every capability
+        else:
+            _drop_capabilities()
+        _prctl(PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
+    os.chdir(plan.workdir)  # re-enter the folder through its new mount
+    rlimits.apply(plan.limits)
+
+
+def probe_report(plan: Plan) -> dict[str, Any]:
+    """After :func:`enter`, what holds, seen from inside (the probe process prints this)."""
+    import importlib.util
+    import socket
+
+    report: dict[str, Any] = {"uid": os.getuid()}
+    try:  # what the child needs stays readable: the standard library, torch, the runner
+        import glob  # noqa: F401 - not loaded yet at this point
+        import kernelrank.runner.timing  # noqa: F401
+
+        spec = importlib.util.find_spec("torch")
+        with open(spec.origin if spec and spec.origin else "", "rb") as f:
+            f.read(1)
+        report["python_readable"] = True
+    except (ImportError, OSError) as e:
+        report["python_readable"] = False
+        report["python_error"] = f"{type(e).__name__}: {e}"[:300]
+    report["gpu_devices_blocked"] = [d for d in _gpu_devices() if not os.access(d, os.R_OK | os.W_OK)]
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(2)
+    code = s.connect_ex(("127.0.0.1", 9))
+    s.close()
+    report["network_blocked"] = code == errno.ENETUNREACH
+    try:
+        fd = os.open(os.path.join(sys.prefix, ".kernelrank-probe"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError as e:
+        report["outside_read_only"] = e.errno in (errno.EROFS, errno.EACCES, errno.EPERM)
+    else:  # pragma: no cover - only where isolation failed
+        os.close(fd)
+        os.unlink(os.path.join(sys.prefix, ".kernelrank-probe"))
+        report["outside_read_only"] = False
+    probe_file = os.path.join(plan.workdir, "probe")
+    with open(probe_file, "w") as f:
+        f.write("ok")
+    report["workdir_writable"] = True
+    return report
+
+
+def _gpu_devices() -> list[str]:
+    """Character devices of GPUs (NVIDIA, AMD's ``kfd`` and render nodes) the child may need."""
+    import stat
+
+    names = [os.path.join("/dev", d) for d in os.listdir("/dev") if d.startswith(("nvidia", "kfd"))]
+    if os.path.isdir("/dev/dri"):
+        names += [os.path.join("/dev/dri", d) for d in os.listdir("/dev/dri") if d.startswith("render")]
+    found = []
+    for name in sorted(names):
+        try:
+            if stat.S_ISCHR(os.stat(name).st_mode):
+                found.append(name)
+        except OSError:
+            pass
+    return found
+
+
+# -- the judge's side: choosing and checking -------------------------------------------------------
+_child_seq = 0
+
+
+def sandbox_uid() -> int:
+    """A fresh sandbox uid for the next child of this judge process."""
+    global _child_seq
+    _child_seq += 1
+    return SANDBOX_UID_BASE + ((os.getpid() << 4) | (_child_seq % 16))
+
+
+def keep_paths() -> tuple[str, ...]:
+    """Folders the child needs to run Python and the runner: interpreter prefixes, ``sys.path``,
+    the ``kernelrank`` packages, torch, and a CUDA toolkit named in the environment."""
+    import kernelrank
+    import kernelrank.runner
+
+    # not sys.path[0] (the judge's script folder or working folder) nor PYTHONPATH: the child has
+    # neither, and they may hold the service's files
+    skip = {os.path.realpath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    paths = [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+             os.path.dirname(os.path.abspath(kernelrank.__file__)),
+             os.path.dirname(os.path.abspath(kernelrank.runner.__file__)),
+             *(p for p in sys.path[1:] if p and os.path.realpath(p) not in skip)]
+    paths += [os.environ[v] for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    out = []
+    for p in paths:
+        real = os.path.realpath(p)
+        if os.path.isdir(real) and real not in out:
+            out.append(real)
+    return tuple(out)
+
+
+def hide_paths(workdir: Path, extra: tuple[Path, ...] = ()) -> tuple[str, ...]:
+    """Folders to cover: the judge's home, the folder holding the job folders, and ``extra``
+    (e.g. the service's data folder); system folders are never covered."""
+    candidates = [os.path.expanduser("~"), str(workdir.parent), *(str(p) for p in extra)]
+    out = []
+    for p in candidates:
+        real = os.path.realpath(p)
+        private = any(real == d or real.startswith(d + "/") for d in PRIVATE_DIRS)  # hidden anyway
+        if real not in _SYSTEM_DIRS and not private and os.path.isdir(real) and real not in out:
+            out.append(real)
+    return tuple(out)
+
+
+def make_plan(method: str, workdir: Path, limits: dict[str, int | None], hidden: tuple[Path, ...] = ()) -> Plan:
+    """The plan for one child in ``workdir`` (judge side)."""
+    if method == "none":
+        # RLIMIT_NPROC counts every process of the user: without a user or user namespace of its
+        # own the child would share the count with the whole account, so it is not set
+        return Plan("none", str(workdir), limits={k: v for k, v in limits.items() if k != "processes"})
+    real = os.path.realpath(workdir)
+    keep = keep_paths()
+    if method == "setuid":  # the sandbox user must reach what it needs through closed folders too
+        hidden = (*hidden, *(Path(c) for c in (_closed_ancestor(p) for p in (*keep, real)) if c is not None))
+    hide = hide_paths(Path(real), hidden)
+    return Plan(method, real, uid=sandbox_uid() if method == "setuid" else None, hide=hide, keep=keep,
+                limits=dict(limits))
+
+
+def _closed_ancestor(path: str) -> str | None:
+    """The outermost folder above ``path`` that others may not enter (no ``o+x``), if any: it is
+    covered in the child's view and what is needed under it bound back."""
+    parts = Path(path).parts
+    for i in range(2, len(parts)):
+        folder = os.path.join(*parts[:i])
+        try:
+            if not os.stat(folder).st_mode & 0o001:
+                return folder
+        except OSError:
+            return None
+    return None
+
+
+def child_command(plan: Plan, *args: str) -> list[str]:
+    """The command line starting the child module with ``plan``."""
+    return [sys.executable, "-m", "kernelrank.runner.child", *args, plan.to_json()]
+
+
+@functools.lru_cache(maxsize=None)
+def probe(method: str) -> tuple[bool, str]:
+    """Run the real set-up for ``method`` in a throw-away process; ``(works, reason)``. Cached per
+    judge process: the answer depends on the kernel, privileges and mounts, not on the job."""
+    if method == "none":
+        return True, "no isolation requested"
+    if method == "setuid" and os.geteuid() != 0:
+        return False, "the setuid method needs a judge running as root"
+    if not sys.platform.startswith("linux"):
+        return False, "namespaces need Linux"
+    work = Path(tempfile.mkdtemp(prefix="kr-probe-"))
+    try:
+        plan = make_plan(method, work, {"core_bytes": 0})
+        if plan.uid is not None:
+            os.chown(work, plan.uid, plan.uid)
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1"}
+        try:
+            proc = subprocess.run(child_command(plan, "--probe"), cwd=work, env=env, capture_output=True, timeout=120,
+                                  start_new_session=True, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return False, f"probe failed: {e}"
+        if proc.returncode != 0:
+            lines = proc.stderr.decode(errors="replace").strip().splitlines()
+            return False, (lines[-1] if lines else f"probe exited with code {proc.returncode}")[:500]
+        try:
+            report = json.loads(proc.stdout.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            return False, "probe gave no report"
+        if not report.get("network_blocked"):
+            return False, "the network was still reachable in the probe"
+        if not report.get("outside_read_only"):
+            return False, "the probe could write outside its folder"
+        if not report.get("python_readable"):
+            return False, f"Python or torch unreadable in the sandbox: {report.get('python_error')}"
+        if report.get("gpu_devices_blocked"):
+            return False, f"GPU devices not usable in the sandbox: {report['gpu_devices_blocked'][:5]}"
+        return True, "ok"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def choose(requested: str = "auto") -> tuple[str, str]:
+    """The isolation method to use and why: ``requested`` if it works, or for ``"auto"`` the first
+    that works of ``setuid`` (root only) and ``userns``, else ``none``.
+
+    Raises:
+        ValueError: an unknown method.
+    """
+    if requested not in ("auto", *METHODS):
+        raise ValueError(f"unknown isolation {requested!r}; use auto, setuid, userns or none")
+    candidates = ["setuid", "userns"] if requested == "auto" else [requested]
+    reasons = []
+    for method in candidates:
+        ok, why = probe(method)
+        if ok:
+            return method, "ok"
+        reasons.append(f"{method}: {why}")
+    return "none", "; ".join(reasons)
+
+
+def measure(pid: int, plan: Plan) -> dict[str, Any]:
+    """What isolation is in force for the live child ``pid``, read from ``/proc`` by the judge (not
+    reported by the child): network namespace, read-only root with a writable folder, uid,
+    capabilities, user namespace, limits."""
+    def link(name: str, p: int | str) -> str | None:
+        try:
+            return os.readlink(f"/proc/{p}/ns/{name}")
+        except OSError:
+            return None
+
+    net = link("net", pid)
+    network = "netns" if net is not None and net != link("net", "self") else "none"
+    mounts = _mounts(pid)
+    root_ro = "ro" in mounts.get("/", "").split(",")
+    work_rw = "rw" in mounts.get(plan.workdir, "").split(",")
+    filesystem = "read-only" if root_ro and work_rw else "private-cwd"
+    uid, cap_eff = _status_fields(pid)
+    found = rlimits.read(pid)
+    record = rlimits.as_record(found)
+    record["processes_enforced"] = uid not in (None, 0) and found.get("processes") is not None
+    return {
+        "method": plan.method,
+        "network": network,
+        "filesystem": filesystem,
+        "user": "sandbox-uid" if uid is not None and uid != os.getuid() else "same-uid",
+        "uid": uid,
+        "user_namespace": link("user", pid) not in (None, link("user", "self")),
+        "capabilities": cap_eff,
+        "hidden": list(plan.hide),
+        "private_tmp": [d for d in PRIVATE_DIRS if os.path.isdir(d)] if filesystem == "read-only" else [],
+        "limits": record,
+    }
+
+
+def _mounts(pid: int) -> dict[str, str]:
+    """Mount point -> per-mount options of the topmost mount there, from ``/proc/<pid>/mountinfo``."""
+    try:
+        with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return {}
+    out: dict[str, str] = {}
+    for line in lines:
+        parts = line.split()
+        if len(parts) > 5:
+            out[_unescape(parts[4])] = parts[5]
+    return out
+
+
+def _unescape(s: str) -> str:
+    """Undo mountinfo's octal escapes (``\\040`` for a space)."""
+    if "\\" not in s:
+        return s
+    out, i = [], 0
+    while i < len(s):
+        if s[i] == "\\" and s[i + 1:i + 4].isdigit() and len(s[i + 1:i + 4]) == 3:
+            out.append(chr(int(s[i + 1:i + 4], 8)))
+            i += 4
+        else:
+            out.append(s[i])
+            i += 1
+    return "".join(out)
+
+
+def _status_fields(pid: int) -> tuple[int | None, str | None]:
+    """Real uid and effective capabilities (hex) of ``pid``."""
+    uid, cap = None, None
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("Uid:"):
+                    uid = int(line.split()[1])
+                elif line.startswith("CapEff:"):
+                    cap = line.split()[1]
+    except OSError:
+        pass
+    return uid, cap
+
+
+@functools.lru_cache(maxsize=None)
+def prepare_precompiled_header(extra_cflags: tuple[str, ...] = ("-O3",)) -> str:
+    """Build torch's precompiled ``torch/extension.h`` for ``extra_cflags`` in site-packages, on
+    the judge's side (trusted), when it is missing or built with other flags.
+
+    Under isolation site-packages is read-only for the child, so ``load_inline(use_pch=True)``
+    can only use a header built beforehand with the same flags (its signature file must match).
+    Returns ``"ok"`` or why it could not be built (the child then reports the compile error).
+    """
+    try:
+        from torch.utils import cpp_extension
+
+        cpp_extension._check_and_build_extension_h_precompiler_headers(list(extra_cflags), None)
+        return "ok"
+    except Exception as e:  # noqa: BLE001 - no compiler, odd toolchain: the child reports its own error
+        return f"{type(e).__name__}: {e}"[:500]

@@ -1,0 +1,215 @@
+"""End to end: the real API, control worker and CPU runner (``kernelrank serve``) judging real
+submissions over HTTP, through the filesystem broker and SQLite.
+
+One service for the module; every submission of the main batch is sent first (the runner works
+through them, one at a time) and then polled to its verdict.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import API, Service
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "reference_kernels"
+SEGFAULT = ROOT / "tests" / "fixtures" / "submissions" / "segfault.py"
+#: Total seconds for every verdict of the batch.
+VERDICT_TIMEOUT = 600.0
+FINAL = {"passed", "failed", "error", "timeout", "compile_error", "rejected"}
+WRONG = {"softmax": "wrong_single_block.py", "gemm": "wrong_transposed.py", "mla_decode": "wrong_no_causal_mask.py"}
+
+
+def submit(svc: Service, token: str, problem: str, path: Path, mode: str = "test") -> int:
+    with svc.client(token) as client:
+        r = client.post(f"{API}/submissions", data={"problem": problem, "device": "cpu", "mode": mode},
+                        files={"file": (path.name, path.read_bytes(), "text/x-python")})
+    assert r.status_code == 202, r.text
+    body = r.json()
+    assert body["status"] == "queued"
+    return int(body["id"])
+
+
+def wait_for_verdicts(svc: Service, token: str, ids: list[int], timeout: float = VERDICT_TIMEOUT) -> dict[int, dict[str, Any]]:
+    """Poll every submission until it has a verdict; fails with the service's logs on timeout."""
+    done: dict[int, dict[str, Any]] = {}
+    deadline = time.monotonic() + timeout
+    with svc.client(token) as client:
+        while len(done) < len(ids):
+            if time.monotonic() > deadline:
+                pytest.fail(f"no verdict within {timeout:.0f} s for {sorted(set(ids) - set(done))}:\n{svc.logs()}")
+            if svc.proc.poll() is not None:
+                pytest.fail(f"serve died ({svc.proc.returncode}):\n{svc.logs()}")
+            for sid in ids:
+                if sid in done:
+                    continue
+                r = client.get(f"{API}/submissions/{sid}")
+                assert r.status_code == 200, r.text
+                if r.json()["status"] in FINAL:
+                    done[sid] = r.json()
+            time.sleep(2.0)  # light polling: the runner is timing kernels on the same two cores
+    return done
+
+
+def new_user(svc: Service, name: str) -> str:
+    with svc.client(svc.admin_token) as client:
+        r = client.post(f"{API}/users", json={"name": name, "admin": False})
+    assert r.status_code == 201, r.text
+    return r.json()["token"]
+
+
+def runners(svc: Service) -> list[dict[str, Any]]:
+    with svc.client() as client:
+        r = client.get(f"{API}/runners")
+    assert r.status_code == 200, r.text
+    return r.json()["runners"]
+
+
+@pytest.fixture(scope="module")
+def users(service: Service) -> dict[str, str]:
+    return {"alice": new_user(service, "alice"), "bob": new_user(service, "bob")}
+
+
+@pytest.fixture(scope="module")
+def batch(service: Service, users: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Correct and wrong kernels of every problem (test mode), and softmax's correct kernel in
+    leaderboard mode by alice and by bob; keyed by a label, each its final submission JSON."""
+    alice, bob = users["alice"], users["bob"]
+    ids: dict[str, int] = {}
+    for problem, wrong in WRONG.items():
+        ids[f"{problem}/correct"] = submit(service, alice, problem, EXAMPLES / problem / "examples" / "correct_pytorch.py")
+        ids[f"{problem}/wrong"] = submit(service, alice, problem, EXAMPLES / problem / "examples" / wrong)
+    correct_softmax = EXAMPLES / "softmax" / "examples" / "correct_pytorch.py"
+    ids["leaderboard/alice"] = submit(service, alice, "softmax", correct_softmax, mode="leaderboard")
+    ids["leaderboard/bob"] = submit(service, bob, "softmax", correct_softmax, mode="leaderboard")
+    # the admin reads everything, code and logs included
+    verdicts = wait_for_verdicts(service, service.admin_token, list(ids.values()))
+    return {label: verdicts[sid] for label, sid in ids.items()}
+
+
+def problem_tests(service: Service, problem: str) -> int:
+    with service.client() as client:
+        r = client.get(f"{API}/problems/{problem}")
+    assert r.status_code == 200, r.text
+    return int(r.json()["tests"]) if isinstance(r.json()["tests"], int) else len(r.json()["tests"])
+
+
+def test_cpu_runner_reports_its_device(service: Service) -> None:
+    (runner,) = [r for r in runners(service) if r["device"] == "cpu"]
+    assert runner["online"] is True
+    assert runner["info"]["device"] == "cpu" and runner["info"]["threads"] >= 1
+    assert runner["version"] and runner["name"].endswith(":cpu")
+
+
+@pytest.mark.parametrize("problem", sorted(WRONG))
+def test_correct_kernel_passes_every_case(service: Service, batch: dict[str, dict[str, Any]], problem: str) -> None:
+    sub = batch[f"{problem}/correct"]
+    assert sub["status"] == "passed", sub["message"]
+    assert sub["problem"] == problem and sub["mode"] == "test" and sub["device"] == "cpu"
+    assert sub["started_at"] and sub["finished_at"]
+    (run,) = sub["runs"]
+    assert run["kind"] == "public" and run["status"] == "passed"
+    cases = run["result"]["cases"]
+    assert len(cases) == problem_tests(service, problem)
+    assert all(c["passed"] and c["checked"] == 1 for c in cases)
+    assert sub["ranked"] is False and sub["score_ns"] is None
+
+
+@pytest.mark.parametrize("problem", sorted(WRONG))
+def test_wrong_kernel_fails_naming_a_case(batch: dict[str, dict[str, Any]], problem: str) -> None:
+    sub = batch[f"{problem}/wrong"]
+    assert sub["status"] == "failed", sub["message"]
+    assert re.search(r"test case \d+ \(", sub["message"]), sub["message"]
+    (run,) = sub["runs"]
+    assert run["status"] == "failed"
+    failing = [c for c in run["result"]["cases"] if not c["passed"]]
+    assert failing and failing[0]["mismatches"] > 0
+    assert sub["ranked"] is False
+
+
+def test_leaderboard_ranks_both_leaderboard_entries(service: Service, batch: dict[str, dict[str, Any]]) -> None:
+    entries = [batch["leaderboard/alice"], batch["leaderboard/bob"]]
+    for sub in entries:
+        assert sub["status"] == "passed", sub["message"]
+        assert sub["ranked"] is True and sub["score_ns"] > 0
+        runs = {r["kind"]: r for r in sub["runs"]}
+        assert set(runs) == {"public", "secret"}
+        assert all(r["status"] == "passed" and r["score_ns"] > 0 for r in runs.values())
+        assert sub["score_ns"] == pytest.approx(runs["public"]["score_ns"])
+        timed = [c for c in runs["secret"]["result"]["cases"] if c["kind"] == "benchmark"]
+        assert timed and all(c["timing"] and c["checked"] > 1 for c in timed)
+
+    with service.client() as client:
+        r = client.get(f"{API}/leaderboards/softmax/cpu")
+    assert r.status_code == 200, r.text
+    board = r.json()
+    assert board["problem"] == "softmax" and board["device"] == "cpu"
+    rows = board["rows"]
+    assert [row["rank"] for row in rows] == [1, 2]
+    assert {row["submission_id"] for row in rows} == {s["id"] for s in entries}
+    assert {row["user"] for row in rows} == {"alice", "bob"}
+    assert rows[0]["score_ns"] <= rows[1]["score_ns"]
+    test_mode_ids = {s["id"] for label, s in batch.items() if not label.startswith("leaderboard/")}
+    assert not test_mode_ids & {row["submission_id"] for row in rows}
+
+
+def test_code_is_the_owners_only(service: Service, users: dict[str, str], batch: dict[str, dict[str, Any]]) -> None:
+    sid = batch["leaderboard/alice"]["id"]
+    with service.client(users["alice"]) as client:
+        own = client.get(f"{API}/submissions/{sid}").json()
+    with service.client(users["bob"]) as client:
+        other = client.get(f"{API}/submissions/{sid}").json()
+    assert own["code"] and "custom_kernel" in own["code"]
+    assert other["code"] is None and other["logs"] is None
+    assert other["status"] == own["status"] and other["runs"]
+
+
+def test_runner_survives_a_crashing_kernel(service: Service, users: dict[str, str],
+                                           batch: dict[str, dict[str, Any]]) -> None:
+    (before,) = [r for r in runners(service) if r["device"] == "cpu"]
+    crash = submit(service, users["alice"], "softmax", SEGFAULT)
+    sub = wait_for_verdicts(service, users["alice"], [crash], timeout=180)[crash]
+    assert sub["status"] == "error"
+    assert "SIGSEGV" in sub["message"], sub["message"]
+    assert "about to crash" in (sub["logs"] or ""), "the owner sees the crashed kernel's output"
+
+    ok = submit(service, users["alice"], "softmax", EXAMPLES / "softmax" / "examples" / "correct_pytorch.py")
+    assert wait_for_verdicts(service, users["alice"], [ok], timeout=180)[ok]["status"] == "passed"
+    (after,) = [r for r in runners(service) if r["device"] == "cpu"]
+    assert after["name"] == before["name"], "the same runner process judged both"
+
+
+def test_a_job_delivered_twice_records_one_result(service: Service, users: dict[str, str],
+                                                  batch: dict[str, dict[str, Any]]) -> None:
+    """Redeliver a finished job (as the broker does after a lost acknowledgement): the runner
+    judges it again and reports again; the control worker keeps the first result only."""
+    from kernelrank.problems import load_problem
+    from kernelrank.queue import EVALUATE, make_celery
+    from kernelrank.settings import Settings
+
+    first = batch["softmax/correct"]
+    job = {"submission_id": first["id"], "problem": load_problem("softmax").spec().to_message(),
+           "source": (EXAMPLES / "softmax" / "examples" / "correct_pytorch.py").read_text(),
+           "mode": "test", "device": "cpu", "runs": ["public"], "secret_seed": None}
+    (runner,) = [r for r in runners(service) if r["device"] == "cpu"]
+    done_before = runner["jobs_done"]
+    make_celery(Settings(data_dir=service.data_dir)).send_task(EVALUATE, args=[job], queue="cpu")
+
+    # The runner counts the job after sending its result; the heartbeat carrying the new count is
+    # sent after that result, and the control worker handles its queue in order.
+    deadline = time.monotonic() + 120
+    while [r for r in runners(service) if r["device"] == "cpu"][0]["jobs_done"] <= done_before:
+        assert time.monotonic() < deadline, service.logs()
+        time.sleep(1.0)
+    with service.client(service.admin_token) as client:
+        again = client.get(f"{API}/submissions/{first['id']}").json()
+    assert len(again["runs"]) == 1
+    assert again["runs"][0]["result"]["duration_s"] == first["runs"][0]["result"]["duration_s"]
+    assert again["status"] == "passed" and again["finished_at"] == first["finished_at"]

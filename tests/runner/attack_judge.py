@@ -1,0 +1,62 @@
+"""The judge side of ``tests/runner/test_attacks.py``, run as its own process.
+
+``python -m tests.runner.attack_judge JOB_FILE`` reads a job (JSON) the way a runner holds one:
+problem, the attack's source path, the secret seed, scratch and cache folders. It judges the
+attack in leaderboard mode with :func:`kernelrank.runner.harness.evaluate`, writes the result,
+then judges a correct submission (test mode) with the same options in the same process, to show
+the judge is still fine afterwards, and writes that result too.
+
+The judge is a separate process on purpose: an attack that kills, stops or crashes its judge
+takes this process down, never pytest, and the test reports it. Budgets are shrunk so a hang
+costs seconds, not the problem's ten minutes; the revision stays the problem's own (a cache
+the attack may try to poison is keyed by it, as on a real runner).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def fast_spec(name: str, timing_s: float, mode_budget_s: float, compile_s: float) -> Any:
+    """The problem's spec with short budgets and per-case timing; same revision and reference."""
+    from kernelrank.problems import ProblemSpec, load_problem
+
+    problem = load_problem(name)
+    d = problem.definition
+    timing = {k: v.model_copy(update={"leaderboard": timing_s, "benchmark": timing_s}) for k, v in d.timing.items()}
+    budgets = d.budgets.model_copy(update={"compile": compile_s, "test": mode_budget_s,
+                                           "leaderboard": mode_budget_s})
+    return ProblemSpec(d.model_copy(update={"timing": timing, "budgets": budgets}), problem.reference_source,
+                       problem.revision)
+
+
+def _write(path: Path, payload: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, default=str), encoding="utf-8")
+    tmp.replace(path)
+
+
+def main(argv: list[str]) -> int:
+    job = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    from kernelrank.runner.harness import EvalOptions, evaluate
+
+    spec = fast_spec(job["problem"], job["timing_s"], job["mode_budget_s"], job["compile_s"])
+    options = EvalOptions(scratch_dir=Path(job["scratch_dir"]), cache_dir=Path(job["cache_dir"]),
+                          secret=int(job["secret_seed"]), log_limit=int(job["log_limit"]))
+    out = Path(job["results_dir"])
+    for key, source_path, mode in (("attack", job["attack"], "leaderboard"), ("correct", job["correct"], "test")):
+        source = Path(source_path).read_text(encoding="utf-8")
+        try:
+            result = evaluate(spec, source, mode, "cpu", options).to_dict()
+        except BaseException:  # noqa: BLE001 - the harness must never raise for a submission: record it
+            result = {"judge_crashed": traceback.format_exc()}
+        _write(out / f"{key}.json", result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,259 @@
+"""The sandbox around submitted code and the harness's countermeasures, each against a fixture
+submission that tries the attack (``tests/fixtures/submissions``).
+
+Isolation depends on the machine: tests of a method the machine cannot provide are skipped with the
+probe's reason; the fork bomb needs the ``setuid`` method (a judge running as root), the only one in
+which a per-sandbox process limit holds for certain.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelrank.runner import isolation
+from kernelrank.runner.harness import EvalOptions, evaluate
+from kernelrank.runner.limits import GiB, SandboxLimits
+from kernelrank.runner.sandbox import ProcessWatch, remove_tree
+from tests.conftest import submission
+
+NAMESPACED = [m for m in ("setuid", "userns") if isolation.probe(m)[0]]
+needs_namespaces = pytest.mark.skipif(not NAMESPACED, reason="no isolation method works here: "
+                                      + "; ".join(f"{m}: {isolation.probe(m)[1]}" for m in ("setuid", "userns")))
+needs_setuid = pytest.mark.skipif(not isolation.probe("setuid")[0],
+                                  reason=f"setuid isolation unavailable: {isolation.probe('setuid')[1]}")
+
+
+def _options(options: EvalOptions, **changes) -> EvalOptions:
+    from dataclasses import replace
+
+    return replace(options, **changes)
+
+
+def _run(double, source: str, options: EvalOptions, mode: str = "test"):
+    return evaluate(double.spec(), source, mode, "cpu", options)
+
+
+# -- isolation ----------------------------------------------------------------------------------
+@needs_namespaces
+@pytest.mark.parametrize("method", NAMESPACED)
+def test_network_is_unreachable(double, options, method: str) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    port = listener.getsockname()[1]
+    reached: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            reached.append(conn.recv(16))
+            conn.close()
+
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    try:
+        src = submission("net_connect.py").replace("__PORT__", str(port))
+        r = _run(double, src, _options(options, isolation=method))
+    finally:
+        stop.set()
+        t.join()
+        listener.close()
+    assert r.status.value == "passed", r.message
+    assert reached == []
+    assert "connection failed as it should" in r.logs["stdout"]
+    assert r.isolation["network"] == "netns" and r.isolation["method"] == method
+
+
+def test_network_is_reachable_without_isolation(double, options) -> None:
+    """The control: the same submission connects when nothing isolates it."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    try:
+        src = submission("net_connect.py").replace("__PORT__", str(port))
+        r = _run(double, src, _options(options, isolation="none"))
+    finally:
+        listener.close()
+    assert r.status.value == "error" and "reached the judge's machine" in r.message
+    assert r.isolation["network"] == "none" and r.isolation["filesystem"] == "private-cwd"
+
+
+@needs_namespaces
+@pytest.mark.parametrize("method", NAMESPACED)
+def test_writes_outside_the_folder_fail(double, options, method: str, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = outside / "pwned.txt"
+    src = submission("write_outside.py").replace("__TARGET__", str(target))
+    r = _run(double, src, _options(options, isolation=method))
+    assert r.status.value == "passed", r.message
+    assert not target.exists()
+    assert r.isolation["filesystem"] == "read-only"
+
+
+@needs_namespaces
+def test_hidden_folders_cannot_be_read(double, options) -> None:
+    """A folder named in ``hidden_paths`` (the service's data folder, say) is empty for the child."""
+    from tests.conftest import ROOT
+
+    data_dir = ROOT / f".kr-test-hidden-{os.getpid()}"
+    data_dir.mkdir()
+    try:
+        secret = data_dir / "kernelrank.db"
+        secret.write_text("secret seeds")
+        secret.chmod(0o644)
+        data_dir.chmod(0o755)
+        src = submission("read_hidden.py").replace("__SECRET__", str(secret))
+        if not str(ROOT).startswith(os.path.expanduser("~")):  # the control: visible unless hidden
+            seen = _run(double, src, options)
+            assert seen.status.value == "error" and "read a hidden file" in seen.message, seen.message
+        r = _run(double, src, _options(options, hidden_paths=(data_dir,)))
+        assert r.status.value == "passed", r.message
+        assert "failed as it should" in r.logs["stdout"]
+        assert str(data_dir) in r.isolation["hidden"]
+    finally:
+        remove_tree(data_dir)
+
+
+def test_isolation_is_recorded(double, options) -> None:
+    limits = SandboxLimits(processes=200, file_bytes=64 << 20, open_files=512, address_space_bytes=6 * GiB)
+    r = _run(double, submission("double_ok.py"), _options(options, limits=limits))
+    assert r.status.value == "passed", r.message
+    iso = r.isolation
+    assert iso["method"] in ("setuid", "userns", "none")
+    lim = iso["limits"]
+    assert (lim["file_bytes"], lim["open_files"], lim["address_space_bytes"], lim["core_bytes"]) == (
+        64 << 20, 512, 6 * GiB, 0)
+    assert lim["processes"] == (None if iso["method"] == "none" else 200)
+    assert lim["cpu_seconds"] > double.definition.budgets.compile
+    assert r.to_dict()["isolation"] == iso
+    if iso["method"] == "setuid":
+        assert iso["network"] == "netns" and iso["filesystem"] == "read-only"
+        assert iso["user"] == "sandbox-uid" and iso["uid"] >= isolation.SANDBOX_UID_BASE
+        assert iso["capabilities"] == "0000000000000000" and lim["processes_enforced"]
+
+
+def test_required_network_isolation_refuses_to_run_unisolated(double, options, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    src = f"open({str(marker)!r}, 'w').close()\n" + submission("double_ok.py")
+    r = _run(double, src, _options(options, isolation="none", require_network_isolation=True))
+    assert r.status.value == "rejected"
+    assert "network" in r.message and "not run" in r.message
+    assert not marker.exists() and r.cases == []
+
+
+@needs_namespaces
+def test_required_network_isolation_runs_where_available(double, options) -> None:
+    r = _run(double, submission("double_ok.py"), _options(options, require_network_isolation=True))
+    assert r.status.value == "passed", r.message
+    assert r.isolation["network"] == "netns"
+
+
+# -- limits ---------------------------------------------------------------------------------------
+@needs_setuid
+def test_fork_bomb_ends_and_leaves_nothing(double, options) -> None:
+    started = time.monotonic()
+    r = _run(double, submission("fork_bomb.py"), _options(options, isolation="setuid"))
+    assert r.status.value in ("timeout", "error"), r.message
+    assert time.monotonic() - started < double.definition.budgets.test + 30
+    uid = r.isolation["uid"]
+    assert r.isolation["limits"]["processes_enforced"]
+    assert ProcessWatch(-1, uid).members() == set()
+
+
+def test_file_size_flood_is_cut(double, options) -> None:
+    r = _run(double, submission("file_flood.py"), _options(options, limits=SandboxLimits(file_bytes=1 << 20)))
+    assert r.status.value == "error", r.message
+    assert "File too large" in r.message
+
+
+def test_memory_bomb_is_an_error_on_cpu(double, options) -> None:
+    limits = SandboxLimits(address_space_bytes=3 * GiB)
+    r = _run(double, submission("memory_bomb.py"), _options(options, limits=limits, threads=1))
+    assert r.status.value == "error", r.message
+    assert "memory" in r.message.lower()
+
+
+def test_planted_links_are_not_followed_on_cleanup(double, options, tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "keep.txt").write_text("precious")
+    src = submission("plant_symlink.py").replace("__TARGET__", str(target))
+    r = _run(double, src, options)
+    assert r.status.value == "passed", r.message
+    assert (target / "keep.txt").read_text() == "precious"
+    assert list(options.scratch_dir.iterdir()) == []
+
+
+def test_remove_tree_unlinks_links_and_reopens_locked_folders(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.mkdir()
+    (target / "keep.txt").write_text("precious")
+    job = tmp_path / "job"
+    (job / "locked" / "inner").mkdir(parents=True)
+    (job / "locked" / "inner" / "f").write_text("x")
+    (job / "link").symlink_to(target)
+    (job / "locked" / "link").symlink_to(target / "keep.txt")
+    os.chmod(job / "locked", 0)
+    remove_tree(job)
+    assert not job.exists()
+    assert (target / "keep.txt").read_text() == "precious"
+
+
+# -- countermeasures -------------------------------------------------------------------------------
+def test_output_aliasing_an_input_fails(double, options) -> None:
+    r = _run(double, submission("alias_input.py"), options)
+    assert r.status.value == "failed", r.message
+    assert "shares memory with an input" in r.message
+
+
+def test_replayed_output_fails(double, options) -> None:
+    """Passes the tests (a new input each call) but replays its cached output on repeated calls."""
+    assert _run(double, submission("replay_cached.py"), options).status.value == "passed"
+    r = _run(double, submission("replay_cached.py"), options, mode="benchmark")
+    assert r.status.value == "failed", r.message
+    assert "same tensor object as the previous call" in r.message
+
+
+def test_thread_left_running_is_rejected(double, options) -> None:
+    r = _run(double, submission("thread_left.py"), options)
+    assert r.status.value == "rejected", r.message
+    assert "new thread" in r.message and "test case 0" in r.message
+
+
+def test_process_left_running_is_rejected(double, options) -> None:
+    r = _run(double, submission("process_left.py"), options)
+    assert r.status.value == "rejected", r.message
+    assert "new process" in r.message
+
+
+def test_replaced_functions_are_rejected(double, options) -> None:
+    r = _run(double, submission("tamper_clock.py"), options)
+    assert r.status.value == "rejected", r.message
+    assert "time.perf_counter_ns" in r.message and "torch.Tensor.detach" in r.message
+
+
+def test_speedup_beyond_the_bound_needs_review(double, options) -> None:
+    slow_reference = double.spec().reference_source.replace(
+        '    return data[0] * 2\n', '    import time\n    time.sleep(0.002)\n    return data[0] * 2\n')
+    assert slow_reference != double.spec().reference_source
+    definition = double.definition.model_copy(update={"review_speedup": 5.0})
+    spec = double.spec().__class__(definition, slow_reference, "slow-reference")
+    r = evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
+    assert r.status.value == "passed", r.message
+    assert r.needs_review and "review bound of 5x" in r.review_reason
+    assert r.to_dict()["needs_review"] is True
+
+
+def test_ordinary_speedup_needs_no_review(double, options) -> None:
+    r = _run(double, submission("double_ok.py"), options, mode="benchmark")
+    assert r.status.value == "passed", r.message
+    assert not r.needs_review and r.review_reason is None

@@ -1,0 +1,142 @@
+"""The runner's task body (``run_job``) without a broker: what it reports, in which order, and
+that every job ends in recorded results, whatever the harness does."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from kernelrank.problems import Problem
+from kernelrank.queue import JOB_STARTED, RECORD_RESULT
+from tests.conftest import submission
+
+RUNNER = "host:1:cpu"
+worker: Any = None
+
+
+@pytest.fixture(autouse=True)
+def _worker_module(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Import the runner's module (it builds the Celery app, which makes the filesystem broker's
+    folders) with the data folder in a temporary folder, not in the working directory."""
+    global worker
+    if worker is None:
+        from kernelrank.queue import get_celery
+        from kernelrank.settings import get_settings
+
+        with monkeypatch.context() as m:
+            m.setenv("KERNELRANK_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+            get_settings.cache_clear()
+            get_celery.cache_clear()
+            from kernelrank.runner import worker as module
+        get_settings.cache_clear()
+        worker = module
+
+
+class Reports(list):
+    """A ``report`` that keeps ``(task_name, args)``."""
+
+    def __call__(self, task: str, args: list[Any]) -> None:
+        json.dumps(args, allow_nan=False)  # what the broker will carry: strict JSON
+        self.append((task, args))
+
+    def results(self) -> dict[str, dict[str, Any]]:
+        return {args[1]: args[2] for task, args in self if task == RECORD_RESULT}
+
+
+def job(problem: Problem, source: str, mode: str = "test", **extra: Any) -> dict[str, Any]:
+    return {"submission_id": 7, "problem": problem.spec().to_message(), "source": source, "mode": mode,
+            "device": "cpu", "runs": ["public", "secret"] if mode == "leaderboard" else ["public"],
+            "secret_seed": 1234 if mode == "leaderboard" else None, **extra}
+
+
+def test_reports_start_then_the_public_result(double: Problem) -> None:
+    reports = Reports()
+    worker.run_job(job(double, submission("double_ok.py")), RUNNER, reports)
+    assert [t for t, _ in reports] == [JOB_STARTED, RECORD_RESULT]
+    assert reports[0][1] == [7, RUNNER]
+    task, (sid, kind, result, runner) = reports[1]
+    assert (sid, kind, runner) == (7, "public", RUNNER)
+    assert result["status"] == "passed" and result["problem"] == "double"
+    assert len(result["cases"]) == 2 and all(c["passed"] for c in result["cases"])
+
+
+def test_a_broken_problem_is_an_error_result_not_a_lost_job(double: Problem) -> None:
+    broken = job(double, submission("double_ok.py"))
+    broken["problem"]["reference_source"] = (
+        "def generate_input(**params):\n    raise RuntimeError('reference cannot make inputs')\n"
+        "def ref_kernel(data):\n    return data\n"
+        "def flops(params):\n    return 0\n"
+        "def bytes(params):\n    return 0\n")
+    reports = Reports()
+    worker.run_job(broken, RUNNER, reports)
+    result = reports.results()["public"]
+    assert result["status"] == "error"
+    assert "judge could not evaluate" in result["message"]
+    assert "reference cannot make inputs" in result["message"]
+
+
+def test_a_malformed_job_is_an_error_result(double: Problem) -> None:
+    bad = job(double, submission("double_ok.py"), device="tpu")
+    reports = Reports()
+    worker.run_job(bad, RUNNER, reports)
+    assert reports.results()["public"]["status"] == "error"
+
+
+def test_secret_run_is_not_run_after_a_failed_public_run(double: Problem) -> None:
+    reports = Reports()
+    worker.run_job(job(double, submission("double_wrong.py"), mode="leaderboard"), RUNNER, reports)
+    results = reports.results()
+    assert list(results) == ["public", "secret"]
+    assert results["public"]["status"] == "failed"
+    assert results["secret"]["status"] == "failed"
+    assert results["secret"]["message"] == worker.SKIPPED_SECRET
+    assert results["secret"]["cases"] == []
+
+
+def test_only_the_secret_run_gets_the_secret_seed(double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelrank.runner import harness
+    from kernelrank.runner.results import EvalResult, Status
+
+    seen: list[tuple[str, Any]] = []
+
+    def fake_evaluate(spec, source, mode, device, options, on_event=None):  # noqa: ANN001 - the harness's signature
+        seen.append((mode, options.secret))
+        return EvalResult(Status.passed, mode, spec.name, spec.revision, device, score_ns=float("inf"))
+
+    monkeypatch.setattr(harness, "evaluate", fake_evaluate)
+    reports = Reports()
+    worker.run_job(job(double, "def custom_kernel(data): return data", mode="leaderboard"), RUNNER, reports)
+    assert seen == [("leaderboard", None), ("leaderboard", 1234)]
+    # a non-finite float becomes null: the result must be strict JSON for the database
+    assert reports.results()["secret"]["score_ns"] is None
+
+
+def test_soft_time_limit_becomes_a_timeout_result(double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    from kernelrank.runner import harness
+
+    def slow(*_args: Any, **_kwargs: Any) -> None:
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(harness, "evaluate", slow)
+    reports = Reports()
+    worker.run_job(job(double, "def custom_kernel(data): return data"), RUNNER, reports)
+    result = reports.results()["public"]
+    assert result["status"] == "timeout" and "time limit" in result["message"]
+
+
+def test_runner_identity_names_host_pid_and_queue(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "_identity", None)
+    ident = worker.configure("cuda-h100")
+    host, pid, queue = ident.name.split(":")
+    assert host and int(pid) > 0 and queue == "cuda-h100" == ident.queue
+    with pytest.raises(ValueError):
+        worker.configure("control")
+
+
+def test_heartbeat_info_describes_the_cpu() -> None:
+    info = worker.heartbeat_info("cpu")
+    assert info["device"] == "cpu" and info["threads"] >= 1 and info["torch"]
