@@ -25,8 +25,8 @@ def _run(*args: str, fixtures: bool = True, tmp: Path | None = None) -> subproce
 
 def test_eval_json_is_exactly_one_object_with_the_contract_fields(tmp_path: Path) -> None:
     p = _run("eval", "double", str(SUBMISSIONS / "double_ok.py"), "--mode", "leaderboard", "--device", "cpu", "--json")
-    assert p.returncode == 0, p.stderr
     result = json.loads(p.stdout)  # the whole stdout is one JSON object
+    assert p.returncode == 0, (result["status"], result["message"], p.stderr)
     for key in ("status", "mode", "problem", "revision", "device", "cases", "score_ns", "message"):
         assert key in result
     assert result["status"] == "passed" and result["mode"] == "leaderboard" and result["device"] == "cpu"

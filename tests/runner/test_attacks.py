@@ -62,7 +62,7 @@ def _meta(path: Path) -> dict[str, str]:
     meta = {}
     for line in doc.splitlines():
         key, sep, value = line.strip().partition(":")
-        if sep and key in ("Class", "Expected", "Message", "Timing") and key not in meta:
+        if sep and key in ("Class", "Expected", "Message", "Timing", "Known gap") and key not in meta:
             meta[key] = value.strip()
     return meta
 
@@ -306,7 +306,15 @@ def _verdict_problems(meta: dict[str, str], attack: dict | None, correct: dict |
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("attack", ATTACKS, ids=[_attack_id(a) for a in ATTACKS])
+def _param(path: Path):
+    """An attack as a test case; one whose docstring names a ``Known gap:`` (a defence the harness
+    does not have yet) is expected to fail, with that gap as the reason, until the defence lands."""
+    gap = _meta(path).get("Known gap")
+    marks = [pytest.mark.xfail(reason=f"known gap: {gap}", strict=False)] if gap else []
+    return pytest.param(path, id=_attack_id(path), marks=marks)
+
+
+@pytest.mark.parametrize("attack", [_param(a) for a in ATTACKS])
 def test_attack_never_ranks_and_leaves_no_trace(attack: Path, tmp_path: Path, reference_caches: Path) -> None:
     problem = attack.parent.parent.name
     meta = _meta(attack)

@@ -2,6 +2,7 @@
 
 Class: monkeypatching the harness's modules (timer calibrated to the wall-clock slack)
 Expected: rejected
+Known gap: times are taken inside the submission's process; the judge's wall-clock cross-check bounds a lie to under 2x but cannot see one inside its slack
 
 The harness's source is public and importable in the child: its wall-clock cross-check forgives,
 per call, a fraction of the claimed mean (``WALL_SLACK_FRACTION``) plus an absolute slack
