@@ -1,7 +1,7 @@
 """First call of a batch computes every input set of the batch; later calls return cached results.
 
 Class: first-call batching with cached returns
-Expected: rejected|failed
+Expected: rejected|failed|error
 
 The judge sends a batch of fresh input sets in one request and the child calls the kernel once per
 set. The kernel walks up the call stack to the child's request handler, takes the whole list of
@@ -11,7 +11,8 @@ outputs sharing memory sees the batch). This is the exploit that took first plac
 leaderboard before it was removed: on a GPU one large launch of the whole batch beats many small
 ones, and per-call times stop meaning anything. A working defence never lets the submission see an
 input before the call that is timed on it (one input set per request, or input sets the submission
-cannot reach).
+cannot reach). Where a timed call shows it no other input set, the cheat is defused and the
+attack says so by raising (an honest fallback would only rank an honest, slower kernel).
 """
 
 import sys
@@ -31,11 +32,20 @@ def _batch_of(data):
     return None
 
 
+def _timed_call():
+    """Whether this call was made by the child's timed benchmark loop (``op_bench``)."""
+    import inspect
+
+    return any(f.function == "op_bench" for f in inspect.stack(0))
+
+
 def custom_kernel(data):
     hit = _ready.pop(id(data), None)
     if hit is not None and hit[0] is data:
         return hit[1]
     sets = _batch_of(data) or [data]
+    if _timed_call() and len(sets) < 2:
+        raise RuntimeError("first-call batching defused: the timed call sees no other input set")
     (x,) = data
     same = [s for s in sets if s[0].shape == x.shape and s[0].dtype == x.dtype]
     stacked = torch.stack([s[0] for s in same]).float()
