@@ -109,15 +109,10 @@ def _runner(job: dict[str, Any], queue: str, work: Path, errors: list[str]) -> N
 
 
 def _create_app():
-    try:
-        from kernelrank.api.app import create_app
-        from kernelrank.api.deps import get_dispatch
+    from kernelrank.api.app import create_app
+    from kernelrank.api.deps import get_dispatch
 
-        return create_app(), get_dispatch
-    except ModuleNotFoundError as e:
-        if e.name in ("kernelrank.api.app", "kernelrank.api.deps", "kernelrank.api.routes"):
-            pytest.skip("API not built yet")
-        raise
+    return create_app(), get_dispatch
 
 
 @pytest.fixture(scope="module")
