@@ -2,7 +2,8 @@
 
 The method is the field's (``triton.testing.do_bench``; GPU MODE's eval; KernelBench):
 
-- warm-up calls before measuring (compilation, caches, allocator);
+- warm-up calls before measuring (compilation, caches, allocator): 25 ms on CUDA, 100 ms on
+  the CPU (:data:`WARMUP_SECONDS`);
 - each timed call measured on its own: on CUDA the L2 cache is flushed first by zeroing a
   256 MiB buffer, then an event pair brackets the call with a *whole-device* synchronize before
   the end event, so work the submission puts on side streams is counted; on the CPU,
@@ -29,9 +30,13 @@ MAX_RUNS = 1000
 REL_STDERR = {"cpu": 0.01, "cuda": 0.001}
 #: Bytes zeroed before each timed call on CUDA to flush L2 (do_bench and GPU MODE use 256 MiB).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
-#: Minimum warm-up, in seconds of calls (do_bench: 25 ms) and in calls.
-WARMUP_SECONDS = 0.025
+#: Minimum warm-up per device class, in seconds of calls, and in calls. CUDA: do_bench's 25 ms.
+#: CPU: 100 ms, because a fresh process pays page faults until its heap has grown to the size the
+#: calls need (measured: the first 5-30 calls of a 16 MiB softmax output at 2-3x the steady time).
+WARMUP_SECONDS = {"cpu": 0.1, "cuda": 0.025}
 WARMUP_MIN_CALLS = 1
+#: Upper bound on warm-up calls (a fast kernel reaches the seconds only after many calls).
+WARMUP_MAX_CALLS = 200
 
 
 @dataclass(frozen=True)
