@@ -60,8 +60,10 @@ def timer_agreement(spec, case: Case, options: EvalOptions, threads: int) -> Non
     t = benchmark.Timer("ref_kernel(data)", globals={"ref_kernel": ref.ref_kernel, "data": data},
                         num_threads=threads).blocked_autorange(min_run_time=3.0)
     ratio = harness_mean / (t.mean * 1e9)
+    w = bench.wall_check
     print(f"   harness mean {harness_mean / 1e3:10.2f} µs over {bench.timing['runs']} runs "
-          f"(median {bench.timing['median_ns'] / 1e3:.2f} µs)")
+          f"(median {bench.timing['median_ns'] / 1e3:.2f} µs; claimed mean {w['claimed_mean_ns'] / 1e3:.2f} µs, "
+          f"judge's overhead {w['overhead_ns'] / 1e3:.1f} µs, {w['replaced_calls']} calls at the judge's figure)")
     print(f"   Timer   mean {t.mean * 1e6:10.2f} µs over {t.number_per_run * len(t.raw_times)} calls "
           f"(median {t.median * 1e6:.2f} µs)")
     print(f"   ratio harness/Timer = {ratio:.3f}   (target 0.95 .. 1.05)")
@@ -75,7 +77,9 @@ def repeatability(spec, options: EvalOptions, example: str, repeats: int) -> Non
         t0 = time.perf_counter()
         r = evaluate(spec, src, "leaderboard", "cpu", options)
         scores.append(r.score_ns)
-        print(f"   run {i + 1}: {r.status.value:7s} score {r.score_ns / 1e3:10.2f} µs  ({time.perf_counter() - t0:5.1f} s)")
+        cases = " ".join(f"{c.timing['mean_ns'] / 1e3:.0f}/{c.timing['runs']}" for c in r.cases if c.kind == "benchmark")
+        print(f"   run {i + 1}: {r.status.value:7s} score {r.score_ns / 1e3:10.2f} µs  ({time.perf_counter() - t0:5.1f} s)"
+              f"  case mean µs/runs: {cases}")
     print(f"   max/min = {max(scores) / min(scores):.3f}   (target < 1.05)")
 
 

@@ -90,8 +90,8 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 class Worker:
-    """Serves the judge's requests: ``hello``, ``load``, ``call``, ``warmup``, ``bench``,
-    ``profile``, ``exit``. Every answer names the watched functions found replaced, if any
+    """Serves the judge's requests: ``hello``, ``load``, ``call``, ``warmup``, ``stage``, ``go``,
+    ``fetch``, ``profile``, ``exit``. Every answer names the watched functions found replaced, if any
     (``tampered``)."""
 
     def __init__(self, channel: Any, device: str):
@@ -106,6 +106,10 @@ class Worker:
         self.warmup_max_calls = WARMUP_MAX_CALLS
         self.warmup_min_calls = WARMUP_MIN_CALLS
         self.previous = PreviousOutput()
+        self.staged: Any = None
+        self.staged_storages: list[tuple[str, int, int]] = []
+        self.held: Any = None
+        self.calls = 0
         self.integrity = Integrity(self.timer, self)
         self.integrity.record()
 
@@ -180,31 +184,34 @@ class Worker:
                 break
         return {"ok": True, "times_ns": times, **(first or {}), **({"alias": alias} if alias else {})}
 
-    def op_bench(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Timed calls. ``sets``: one input set per call (leaderboard: fresh inputs, every output
-        returned) or a single set reused ``repeat`` times (benchmark: the last output returned).
+    def op_stage(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """Keep one input set for the timed calls that follow (``go``); drops any held output."""
+        self.held = None
+        self.staged = msg["data"]
+        self.staged_storages = _storages(self.staged)
+        self.calls = 0
+        return {"ok": True}
 
-        Between calls the child keeps nothing of an output it does not return (only a weak
-        reference, see :class:`PreviousOutput`), so each call finds the allocator as
-        ``torch.utils.benchmark.Timer``'s loop leaves it: the last output's memory free again.
-        """
-        sets = msg["sets"]
-        repeat = int(msg.get("repeat", len(sets)))
-        every = bool(msg.get("return_all", True))
-        inputs = _storages(sets)
-        times: list[int] = []
-        outs: list[dict[str, Any]] = []
-        alias: str | None = None
-        for i in range(repeat):
-            data = sets[i] if len(sets) > 1 else sets[0]
-            out, ns = self.timer.time_call(self.kernel, data)
-            times.append(ns)
-            alias = alias or _alias(out, inputs, self.previous, i + 1)
-            self.previous.track(out)
-            if every or i == repeat - 1:
-                outs.append(self._snapshot(out))
-            del out
-        return {"ok": True, "times_ns": times, "outputs": outs, **({"alias": alias} if alias else {})}
+    def op_go(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """One timed call on the staged inputs; answers only its claimed time (``ns``), so the
+        judge's clock around this request holds the call and a small fixed overhead, no data.
+        The output is held for ``fetch`` (or dropped by the next ``go``); the child keeps
+        nothing else of it (see :class:`PreviousOutput`), as ``torch.utils.benchmark.Timer``'s
+        loop keeps nothing between calls."""
+        if self.staged is None:
+            return {"ok": False, "kind": "protocol", "message": "go before stage"}
+        self.held = None
+        self.calls += 1
+        out, ns = self.timer.time_call(self.kernel, self.staged)
+        alias = _alias(out, self.staged_storages, self.previous, self.calls)
+        self.previous.track(out)
+        self.held = out
+        return {"ok": True, "ns": ns, **({"alias": alias} if alias else {})}
+
+    def op_fetch(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """The output of the last ``go``, as a snapshot; releases it."""
+        out, self.held = self.held, None
+        return {"ok": True, **self._snapshot(out)}
 
     def op_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
         """``torch.profiler`` over a few calls per input set, labelled per case; answers the table

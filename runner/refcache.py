@@ -24,11 +24,21 @@ HARNESS_VERSION = 5
 
 @dataclass(frozen=True)
 class ReferenceTiming:
-    """The reference's mean time per call and the judge's unexplained wall time per call (ns)
-    on one case; the latter calibrates the wall-clock cross-check of submissions."""
+    """The reference's figures on one case (ns), which calibrate the judge-side timing of
+    submissions (:func:`kernelrank.runner.harness.judged_times`).
+
+    ``mean_ns``: mean claimed time per call. ``overhead_ns``: median over its timed calls of the
+    judge's window less the claim. ``outside_cpu_ns``: median over its timed calls of the CPU time
+    its process used between the end of one call's window and the start of the next (taking the
+    next inputs in, handing the output over), shown next to submissions' for comparison.
+    ``main_overhead_ns``: median over its timed calls of the CPU time the child's main thread
+    used during the window less the claim.
+    """
 
     mean_ns: float
     overhead_ns: float
+    outside_cpu_ns: float = 0.0
+    main_overhead_ns: float = 0.0
 
 
 def case_key(params: dict[str, Any]) -> str:

@@ -102,7 +102,8 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     """The child's whole environment: allowlisted variables plus its own folders and settings.
 
     ``TRITON_INTERPRET=1`` on the CPU device runs Triton kernels under Triton's interpreter;
-    ``TORCH_EXTENSIONS_DIR`` gives C++/CUDA builds a per-submission build folder.
+    ``TORCH_EXTENSIONS_DIR`` gives C++/CUDA builds a per-submission build folder;
+    ``GOMP_SPINCOUNT`` bounds how long idle OpenMP threads spin.
     """
     src = os.environ if source_env is None else source_env
     env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
@@ -117,6 +118,12 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
         "MKL_NUM_THREADS": n,
         "OPENBLAS_NUM_THREADS": n,
         "MAX_JOBS": n,
+        # Idle OpenMP threads spin before they sleep: libgomp's default (300,000 spins, 10 ms and
+        # more) burns a core between timed calls, shows as CPU used outside the calls, and takes
+        # the core the judge works on. 2,000 spins (about 0.1 ms) keep threads hot between the
+        # operations of one call and let them sleep between calls (Intel OpenMP: 1 ms).
+        "GOMP_SPINCOUNT": "2000",
+        "KMP_BLOCKTIME": "1",
         "PYTHONNOUSERSITE": "1",
         "PYTHONDONTWRITEBYTECODE": "1",
         "PYTHONUNBUFFERED": "1",
@@ -183,6 +190,7 @@ class SubmissionProcess:
         self.isolation: dict[str, Any] = {"method": method}
         self._threads: set[int] = set()
         self._processes: set[int] = set()
+        self.own_threads: set[int] = set()
 
     def start(self, deadline: float) -> dict[str, Any]:
         """Wait until the child has isolated itself, then measure the isolation in force.
@@ -198,6 +206,9 @@ class SubmissionProcess:
                 raise SandboxError(self.stderr.text().strip()[-2000:] or "sandbox set-up failed") from None
             raise
         self.watch = ProcessWatch(self.proc.pid, self.plan.uid)  # now in its network namespace
+        # the child's own threads before any submitted code ran: its main thread and torch's
+        # intra-op pool (started by ``hello``)
+        self.own_threads = thread_ids(self.proc.pid)
         self.isolation = isolation.measure(self.proc.pid, self.plan)
         self.isolation["cleanup"] = ("by sandbox uid" if self.plan.uid is not None
                                      else "by process group, session and descent")
@@ -221,6 +232,23 @@ class SubmissionProcess:
         if not parts:
             return None
         return " and ".join(parts) + " still running after the call returned (all work must end inside the call)"
+
+    def thread_cpu_ns(self) -> dict[int, int]:
+        """CPU time (ns) used so far by each thread of the child, by thread id, from the kernel's
+        scheduler accounting (``/proc/<pid>/task/<tid>/schedstat``, first field): figures the
+        child cannot forge, and which load from other processes does not inflate."""
+        found: dict[int, int] = {}
+        try:
+            tids = os.listdir(f"/proc/{self.proc.pid}/task")
+        except OSError:
+            return found
+        for tid in tids:
+            try:
+                with open(f"/proc/{self.proc.pid}/task/{tid}/schedstat", "rb") as f:
+                    found[int(tid)] = int(f.read().split(maxsplit=1)[0])
+            except (OSError, ValueError, IndexError):
+                continue
+        return found
 
     def request(self, message: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
         """Send one request and wait for its answer until ``deadline`` (``time.monotonic()``),

@@ -73,3 +73,71 @@ def test_cpu_timer_measures_the_call() -> None:
     assert out == 7 and 10_000_000 <= ns < 1_000_000_000
     with pytest.raises(ValueError):
         make_timer("tpu")
+
+
+# -- judge-side timing (runner/harness.py), on recorded numbers -------------------------------------
+def _case_timing(claims: list[int], windows: list[int]):
+    from kernelrank.runner.harness import _CaseTiming
+    from kernelrank.runner.results import CaseResult
+
+    return _CaseTiming(CaseResult("benchmark", 0, {}, True, "ok"), list(claims), list(windows))
+
+
+def test_judged_times_keep_honest_claims_and_replace_short_ones() -> None:
+    from kernelrank.runner.harness import WALL_JITTER_NS, judged_times
+
+    overhead = 80_000
+    honest = judged_times([1_000_000, 1_010_000], [1_080_000, 1_095_000], overhead)
+    assert honest == [1_000_000, 1_010_000]  # window - overhead within the jitter: the claim stands
+    lying = judged_times([400_000], [1_080_000], overhead)
+    assert lying == [1_080_000 - overhead - WALL_JITTER_NS]  # the judge's figure, less the allowance only
+
+
+def test_wall_check_rejects_a_gross_lie_and_passes_honest_noise() -> None:
+    from kernelrank.runner.harness import _wall_check
+    from kernelrank.runner.refcache import ReferenceTiming
+
+    ref = ReferenceTiming(mean_ns=1e6, overhead_ns=80_000)
+    honest = [1_000_000 + 10_000 * (i % 3) for i in range(40)]
+    windows = [c + 80_000 + (5_000_000 if i % 7 == 0 else 0) for i, c in enumerate(honest)]  # load bursts
+    ok = _wall_check(_case_timing(honest, windows), ref)
+    assert ok["passed"] and ok["replaced_calls"] == 6
+    claims = [c // 1000 for c in honest]  # a clock running 1000x slow
+    lying = _case_timing(claims, [c + 80_000 for c in honest])
+    lying.main_cpu = [c + 50_000 for c in honest]  # the calling thread did the work, on CPU time
+    bad = _wall_check(lying, ref)
+    assert not bad["passed"] and "not supported" in bad["message"]
+    # the same windows from a child that waited for a core (little CPU time): load, not a lie
+    waiting = _case_timing(claims, [c + 80_000 for c in honest])
+    waiting.main_cpu = [c + 50_000 for c in claims]
+    assert _wall_check(waiting, ref)["passed"]
+
+
+def test_wall_check_tolerates_sustained_load_that_stretches_the_calls() -> None:
+    from kernelrank.runner.harness import _wall_check
+    from kernelrank.runner.refcache import ReferenceTiming
+
+    ref = ReferenceTiming(mean_ns=1e6, overhead_ns=80_000)
+    claims = [3_000_000] * 20  # kernel slowed 3x by load, windows 1 ms longer still
+    r = _wall_check(_case_timing(claims, [c + 1_000_000 for c in claims]), ref)
+    assert r["passed"] and r["explained"] == pytest.approx(3_000_000 / (4_000_000 - 80_000 - 30_000))
+
+
+def test_cpu_of_submission_threads_outside_the_calls_rejects() -> None:
+    from kernelrank.runner.harness import FOREIGN_CPU_NS, _wall_check
+    from kernelrank.runner.refcache import ReferenceTiming
+
+    ref = ReferenceTiming(mean_ns=1e6, overhead_ns=80_000, outside_cpu_ns=500_000)
+    claims = [50_000] * 10  # claims 50 us, windows that agree
+    timed = _case_timing(claims, [c + 80_000 for c in claims])
+    own = {100, 101}  # the child's main thread and torch's pool; 200: a thread the submission started
+    cpu = {100: 0, 101: 0, 200: 0}
+    for i in range(10):
+        later = {100: cpu[100] + 600_000, 101: cpu[101] + 50_000, 200: cpu[200] + (900_000 if i == 3 else 0)}
+        timed.add_outside(cpu, later, own)
+        cpu = later
+    assert timed.outside[3] == 1_550_000 and timed.foreign[3] == 900_000 and timed.foreign[0] == 0
+    assert _wall_check(timed, ref)["passed"]  # the child's own copying, and one burst of a thread: fine
+    timed.foreign = [FOREIGN_CPU_NS + 400_000] * 10  # the real work done by a thread between calls
+    r = _wall_check(timed, ref)
+    assert not r["passed"] and "work outside the timed call" in r["message"]

