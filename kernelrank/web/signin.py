@@ -1,0 +1,39 @@
+"""Signing a browser in and out: the session cookie and the redirects around it."""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlsplit
+
+from fastapi import Request
+from fastapi.responses import RedirectResponse
+
+from kernelrank.web.deps import COOKIE
+
+#: Seconds a web session lasts after sign-in.
+SESSION_MAX_AGE_S = 7 * 24 * 3600
+
+
+def safe_next(target: str | None) -> str:
+    """A same-site path to go to after sign-in: ``target`` when it is a local path, else ``/``
+    (no open redirect to another site, nor ``//host`` or ``/\\host`` tricks)."""
+    if not target:
+        return "/"
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return "/"
+    return target
+
+
+def signin_redirect(next_path: str) -> RedirectResponse:
+    """To the sign-in page, coming back to ``next_path`` afterwards."""
+    return RedirectResponse(f"/signin?next={quote(safe_next(next_path))}", status_code=303)
+
+
+def set_session_cookie(response: RedirectResponse, request: Request, raw: str) -> None:
+    """Put a new session's raw token in the HttpOnly, ``SameSite=Lax`` cookie (``Secure`` over HTTPS)."""
+    response.set_cookie(COOKIE, raw, max_age=SESSION_MAX_AGE_S, httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https", path="/")
+
+
+def clear_session_cookie(response: RedirectResponse) -> None:
+    response.delete_cookie(COOKIE, path="/")
