@@ -14,6 +14,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kernelrank.api.deps import DispatchDep, SessionDep, SettingsDep
 from kernelrank.api.routes.submissions import _public as public_view
@@ -49,7 +50,13 @@ async def submit(name: str, request: Request, session: SessionDep, settings: Set
     if user is None:
         return signin_redirect(f"/problems/{name}")
     limit = settings.max_code_bytes
-    async with request.form(max_files=1, max_fields=8, max_part_size=limit + 1024) as form:
+    try:  # pasted code is a form field: the parser refuses fields over max_part_size
+        form = await request.form(max_files=1, max_fields=8, max_part_size=limit + 1024)
+    except StarletteHTTPException as e:
+        if "maximum size" in str(e.detail):
+            raise TooLarge(f"submission is over the limit of {limit} bytes") from None
+        raise Invalid(f"malformed form: {e.detail}") from None
+    try:
         check_csrf(request, str(form.get("csrf") or ""))
         device, mode = str(form.get("device") or "cpu"), str(form.get("mode") or "leaderboard")
         upload, pasted = form.get("file"), str(form.get("code") or "")
@@ -59,6 +66,8 @@ async def submit(name: str, request: Request, session: SessionDep, settings: Set
             filename = upload.filename
         elif pasted.strip():
             raw = pasted.replace("\r\n", "\n").encode("utf-8", "surrogatepass")
+    finally:
+        await form.close()
     if not raw.strip():
         raise Invalid("choose a kernel file or paste its code")
     if len(raw) > limit:
