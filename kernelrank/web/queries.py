@@ -82,11 +82,12 @@ def best_over_time(session: Session, revision_id: int, device: str) -> list[tupl
 
 
 def public_results(session: Session, submission_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """The stored harness result of each submission's ``public`` run (cases with timing stats
-    and roofline figures), for a bounded list of ids."""
+    """The stored harness result of each submission's ``public`` run of its current attempt
+    (cases with timing stats and roofline figures), for a bounded list of ids."""
     if not submission_ids:
         return {}
-    q = select(Run.submission_id, Run.result).where(Run.submission_id.in_(submission_ids), Run.kind == "public")
+    q = (select(Run.submission_id, Run.result).join(Submission, Submission.id == Run.submission_id)
+         .where(Run.submission_id.in_(submission_ids), Run.kind == "public", Run.attempt == Submission.attempt))
     return {sid: result or {} for sid, result in session.execute(q)}
 
 

@@ -9,10 +9,6 @@ from fastapi.responses import RedirectResponse
 
 from kernelrank.web.deps import COOKIE
 
-#: Seconds a web session lasts after sign-in.
-SESSION_MAX_AGE_S = 7 * 24 * 3600
-
-
 def safe_next(target: str | None) -> str:
     """A same-site path to go to after sign-in: ``target`` when it is a local path, else ``/``
     (no open redirect to another site, nor ``//host`` or ``/\\host`` tricks)."""
@@ -29,9 +25,10 @@ def signin_redirect(next_path: str) -> RedirectResponse:
     return RedirectResponse(f"/signin?next={quote(safe_next(next_path))}", status_code=303)
 
 
-def set_session_cookie(response: RedirectResponse, request: Request, raw: str) -> None:
-    """Put a new session's raw token in the HttpOnly, ``SameSite=Lax`` cookie (``Secure`` over HTTPS)."""
-    response.set_cookie(COOKIE, raw, max_age=SESSION_MAX_AGE_S, httponly=True, samesite="lax",
+def set_session_cookie(response: RedirectResponse, request: Request, raw: str, max_age_s: int) -> None:
+    """Put a new session's raw token in the HttpOnly, ``SameSite=Lax`` cookie (``Secure`` over
+    HTTPS) that lasts as long as the session (``max_age_s`` seconds)."""
+    response.set_cookie(COOKIE, raw, max_age=max_age_s, httponly=True, samesite="lax",
                         secure=request.url.scheme == "https", path="/")
 
 

@@ -6,11 +6,10 @@ from __future__ import annotations
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from kernelrank.api.deps import SessionDep
+from kernelrank.api.deps import SessionDep, SettingsDep
 from kernelrank.services import users
 from kernelrank.web.deps import COOKIE, PageUser, check_csrf, check_origin, render
-from kernelrank.web.signin import (SESSION_MAX_AGE_S, clear_session_cookie, safe_next, set_session_cookie,
-                                   signin_redirect)
+from kernelrank.web.signin import clear_session_cookie, safe_next, set_session_cookie, signin_redirect
 
 router = APIRouter(include_in_schema=False)
 
@@ -22,7 +21,7 @@ def signin_page(request: Request, user: PageUser, next: str = "/"):
 
 
 @router.post("/signin")
-def signin(request: Request, session: SessionDep, username: str = Form(""), password: str = Form(""),
+def signin(request: Request, session: SessionDep, settings: SettingsDep, username: str = Form(""), password: str = Form(""),
            token: str = Form(""), next: str = Form("/")):
     """Start a web session for a right username and password, or a valid API token; answer the
     form again with 401 otherwise (the same message for an unknown name and a wrong password).
@@ -41,9 +40,9 @@ def signin(request: Request, session: SessionDep, username: str = Form(""), pass
     if user is None:
         return render(request, "signin.html", None, status_code=401, next=safe_next(next), error=error,
                       username=username)
-    raw = users.start_web_session(session, user, SESSION_MAX_AGE_S)
+    raw = users.start_web_session(session, user, settings.session_max_age_seconds)
     response = RedirectResponse(safe_next(next), status_code=303)
-    set_session_cookie(response, request, raw)
+    set_session_cookie(response, request, raw, settings.session_max_age_seconds)
     return response
 
 

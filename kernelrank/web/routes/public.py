@@ -46,8 +46,8 @@ class BoardRow:
 
 
 def visible_revisions(session, user) -> list[ProblemRevision]:
-    """Current revisions of the problems this viewer may see."""
-    return problems.list_current(session)
+    """Current revisions of the problems this viewer may see (hidden ones: admins only)."""
+    return problems.list_current(session, include_hidden=problems.sees_hidden(user))
 
 
 def devices_for(session, settings, revision_id: int) -> list[str]:
@@ -74,19 +74,24 @@ def home(request: Request, session: SessionDep, settings: SettingsDep, user: Pag
     rows = []
     for rev in revs:
         boards = sorted({"cpu"} | served | {dev for (rid, dev) in leaders if rid == rev.id})
-        rows.append({"rev": rev, "definition": problems.definition(rev),
+        rows.append({"rev": rev, "definition": problems.definition(rev), "state": problems.state_of(rev.problem),
+                     "deadline": problems.deadline_of(rev.problem),
                      "boards": [(dev, leaders.get((rev.id, dev))) for dev in boards]})
     return render(request, "home.html", user, problems=rows)
 
 
 @router.get("/problems/{name}", response_class=HTMLResponse)
-def problem_page(name: str, request: Request, session: SessionDep, settings: SettingsDep, user: PageUser):
-    """Description, data contract, tolerances, cases, templates, and a leaderboard per device."""
-    rev = problems.current_revision(session, name)
+def problem_page(name: str, request: Request, session: SessionDep, settings: SettingsDep, user: PageUser,
+                 revision: str | None = None):
+    """Description, data contract, tolerances, cases, templates, and a leaderboard per device, of
+    the current revision or of ``?revision=<hash or prefix>`` (each revision keeps its own board)."""
+    hidden = problems.sees_hidden(user)
+    rev = problems.get_revision(session, name, revision or None, include_hidden=hidden)
     d = problems.definition(rev)
     boards = []
     for device in devices_for(session, settings, rev.id):
-        _, rows = leaderboard.leaderboard(session, name, device, limit=BOARD_ROWS)
+        _, rows = leaderboard.leaderboard(session, name, device, limit=BOARD_ROWS, revision=rev.revision,
+                                          include_hidden=hidden)
         boards.append((device, rows))
     results = queries.public_results(session, [r.submission_id for _, rows in boards for r in rows])
     shown = []
@@ -100,13 +105,15 @@ def problem_page(name: str, request: Request, session: SessionDep, settings: Set
         shown.append({"device": device, "rows": out, "headline": d.benchmarks[cls][0].label()})
     served = sorted(runners.served_devices(session, settings.runner_online_seconds))
     return render(request, "problem.html", user, rev=rev, d=d, boards=shown, served=served,
+                  state=problems.state_of(rev.problem), deadline=problems.deadline_of(rev.problem),
+                  revisions=problems.list_revisions(session, name, include_hidden=hidden),
                   templates_=sorted((rev.templates or {}).keys()), modes=("test", "benchmark", "leaderboard", "profile"))
 
 
 @router.get("/problems/{name}/templates/{filename}")
-def template_download(name: str, filename: str, session: SessionDep) -> Response:
+def template_download(name: str, filename: str, session: SessionDep, user: PageUser) -> Response:
     """One of the problem's starting-point files, as a download (looked up by name, never a path)."""
-    rev = problems.current_revision(session, name)
+    rev = problems.current_revision(session, name, include_hidden=problems.sees_hidden(user))
     source = (rev.templates or {}).get(filename)
     if source is None:
         raise NotFound(f"problem {name!r} has no template {filename!r}")
@@ -114,28 +121,29 @@ def template_download(name: str, filename: str, session: SessionDep) -> Response
                     headers={"Content-Disposition": f'attachment; filename="{name}_{filename}"'})
 
 
-def _board_revision(session, name: str, device: str) -> ProblemRevision:
+def _board_revision(session, name: str, device: str, revision: str | None, user) -> ProblemRevision:
     try:
         device_class(device)
     except ValueError as e:
         raise Invalid(str(e)) from None
-    return problems.current_revision(session, name)
+    return problems.get_revision(session, name, revision or None, include_hidden=problems.sees_hidden(user))
 
 
 @router.get("/problems/{name}/charts/{device}/best.svg")
-def best_chart(name: str, device: str, session: SessionDep) -> Response:
+def best_chart(name: str, device: str, session: SessionDep, user: PageUser, revision: str | None = None) -> Response:
     """SVG: the best score of a board over time."""
-    rev = _board_revision(session, name, device)
+    rev = _board_revision(session, name, device, revision, user)
     svg = charts.best_score_chart(queries.best_over_time(session, rev.id, device), device)
     return Response(svg, media_type="image/svg+xml", headers=_SVG_HEADERS)
 
 
 @router.get("/problems/{name}/charts/{device}/cases.svg")
-def cases_chart(name: str, device: str, session: SessionDep) -> Response:
+def cases_chart(name: str, device: str, session: SessionDep, user: PageUser, revision: str | None = None) -> Response:
     """SVG: each benchmark case's mean time for the board's top entries."""
-    rev = _board_revision(session, name, device)
+    rev = _board_revision(session, name, device, revision, user)
     cases = problems.definition(rev).benchmarks[device_class(device)]
-    _, rows = leaderboard.leaderboard(session, name, device, limit=CHART_ENTRIES)
+    _, rows = leaderboard.leaderboard(session, name, device, limit=CHART_ENTRIES, revision=rev.revision,
+                                      include_hidden=True)
     results = queries.public_results(session, [r.submission_id for r in rows])
     entries = []
     for r in rows:
