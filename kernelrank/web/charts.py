@@ -17,7 +17,10 @@ _STYLE = Style(
     font_family="system-ui, sans-serif",
 )
 _COMMON = dict(style=_STYLE, js=[], width=800, height=360, explicit_size=True, legend_at_bottom=True,
-               no_data_text="no ranked submissions yet", truncate_legend=24, print_values=False)
+               no_data_text="no ranked submissions yet", truncate_legend=24, print_values=False,
+               value_formatter=lambda v: f"{v:,.4g}")
+#: Bars go on a log scale when the slowest case is this many times the fastest.
+LOG_SCALE_RATIO = 20.0
 
 
 def best_score_chart(points: list[tuple[dt.datetime, float]], device: str) -> bytes:
@@ -49,9 +52,13 @@ def case_times_chart(case_labels: list[str], entries: list[tuple[str, list[float
         entries: ``(user, [mean_ns per case, None where unknown])`` for each top entry, by rank.
         device: the device queue, for the title.
     """
+    series = [(user, [t / 1e3 if t else None for t in times]) for user, times in entries]
+    values = [v for _, vs in series for v in vs if v]
+    wide = bool(values) and max(values) / min(values) >= LOG_SCALE_RATIO
+    scale = {"logarithmic": True, "range": (min(values) / 2, max(values) * 1.2)} if wide else {}
     chart = pygal.Bar(title=f"Time per benchmark case on {device}, top entries (µs)", x_label_rotation=15,
-                      logarithmic=True, **_COMMON)
+                      **scale, **_COMMON)
     chart.x_labels = case_labels
-    for user, times in entries:
-        chart.add(user, [t / 1e3 if t else None for t in times])
+    for user, vs in series:
+        chart.add(user, vs)
     return chart.render()

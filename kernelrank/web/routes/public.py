@@ -12,6 +12,7 @@ from fastapi.responses import HTMLResponse
 
 from kernelrank.api.deps import SessionDep, SettingsDep
 from kernelrank.db.models import ProblemRevision, utcnow
+from kernelrank.problems import Case
 from kernelrank.queue import device_class
 from kernelrank.services import Invalid, NotFound, leaderboard, problems, runners, submissions
 from kernelrank.web import charts, queries
@@ -55,6 +56,11 @@ def devices_for(session, settings, revision_id: int) -> list[str]:
     ranked entry."""
     return sorted({"cpu"} | runners.served_devices(session, settings.runner_online_seconds)
                   | set(queries.ranked_devices(session, revision_id)))
+
+
+def case_label(case: Case) -> str:
+    """A case's parameters without its seed, e.g. ``M=4096 N=1024 dtype=float32``."""
+    return " ".join(f"{k}={v}" for k, v in case.params.items() if k != "seed")
 
 
 def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
@@ -102,7 +108,7 @@ def problem_page(name: str, request: Request, session: SessionDep, settings: Set
             out.append(BoardRow(r.rank, r.user, r.submission_id, r.score_ns, r.speedup, r.language,
                                 r.submitted_at, head.get("tflops"), head.get("gbps")))
         cls = device_class(device)
-        shown.append({"device": device, "rows": out, "headline": d.benchmarks[cls][0].label()})
+        shown.append({"device": device, "rows": out, "headline": case_label(d.benchmarks[cls][0])})
     served = sorted(runners.served_devices(session, settings.runner_online_seconds))
     return render(request, "problem.html", user, rev=rev, d=d, boards=shown, served=served,
                   state=problems.state_of(rev.problem), deadline=problems.deadline_of(rev.problem),
@@ -152,7 +158,7 @@ def cases_chart(name: str, device: str, session: SessionDep, user: PageUser, rev
             if isinstance(case, dict) and case.get("kind") == "benchmark" and case.get("timing"):
                 means[case.get("index")] = case["timing"].get("mean_ns")
         entries.append((r.user, [means.get(i) for i in range(len(cases))]))
-    labels = [f"#{i} " + " ".join(f"{k}={v}" for k, v in c.params.items() if k != "seed") for i, c in enumerate(cases)]
+    labels = [f"#{i} {case_label(c)}" for i, c in enumerate(cases)]
     return Response(charts.case_times_chart(labels, entries, device), media_type="image/svg+xml",
                     headers=_SVG_HEADERS)
 
