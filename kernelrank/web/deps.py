@@ -42,16 +42,17 @@ def csrf_token(request: Request) -> str:
 
 
 def check_origin(request: Request) -> None:
-    """Refuse a request whose ``Origin`` (sent by browsers on cross-site posts) is another site.
+    """Refuse a request whose ``Origin`` (sent by browsers on cross-site posts) names another host.
+    Only the host and port are compared: behind a proxy that ends TLS the app sees ``http`` while
+    the browser's origin says ``https``.
 
     Raises:
-        Forbidden: the Origin header names a different scheme, host or port.
+        Forbidden: the Origin header names a different host or port.
     """
     origin = request.headers.get("origin")
     if not origin:
         return
-    parts = urlsplit(origin)
-    if (parts.scheme, parts.netloc) != (request.url.scheme, request.url.netloc):
+    if urlsplit(origin).netloc != request.url.netloc:
         raise Forbidden("cross-site form posts are refused")
 
 
