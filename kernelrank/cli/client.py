@@ -207,7 +207,7 @@ class ApiClient:
         self._http.close()
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """``method`` ``/api/v1{path}``; the decoded JSON body.
+        """``method`` ``/api/v1{path}``; the decoded JSON body (``None`` for 204 No Content).
 
         Raises:
             ClientError: exit 3 when the server cannot be reached, answers 5xx or not with JSON;
@@ -228,6 +228,8 @@ class ApiClient:
                 message += ("; no API token given: pass --token, set KERNELRANK_TOKEN or run `kernelrank login`"
                             if not self.target.token else "; the API token was refused")
             raise ClientError(message, 2)
+        if response.status_code == 204:  # No Content (a revocation)
+            return None
         try:
             return response.json()
         except ValueError:
