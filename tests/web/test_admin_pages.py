@@ -143,6 +143,7 @@ def test_disqualify_reinstate_requeue(client: TestClient, world: World, browser_
     assert r.status_code == 303
     assert "No ranked submission on cpu yet." in client.get("/problems/softmax").text
     assert "Reason: reads &lt;the&gt; answer" in alice.get(f"/submissions/{sid}").text  # the author sees why
+    assert 'title="reads &lt;the&gt; answer">disqualified</span>' in alice.get("/me/submissions").text
     other = bob.get(f"/submissions/{sid}").text
     assert "Disqualified" in other and "reads" not in other
     root.post(f"/admin/submissions/{sid}/reinstate", data={"csrf": token})
