@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import Recorder, World, client, database, dispatched, real_problems, world  # noqa: F401
-from tests.e2e.conftest import Service, service  # noqa: F401
+from tests.api.conftest import World, client, database, dispatched, real_problems, world  # noqa: F401
+from tests.e2e.conftest import service  # noqa: F401
 
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
 

@@ -9,12 +9,14 @@ from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
+from sqlalchemy.orm import Session
 
 from kernelrank.api.deps import SessionDep, SettingsDep
-from kernelrank.db.models import ProblemRevision, utcnow
+from kernelrank.db.models import ProblemRevision, User, utcnow
 from kernelrank.problems import Case
 from kernelrank.queue import device_class
 from kernelrank.services import Invalid, NotFound, leaderboard, problems, runners, submissions
+from kernelrank.settings import Settings
 from kernelrank.web import charts, queries
 from kernelrank.web.deps import PageUser, render
 
@@ -46,12 +48,12 @@ class BoardRow:
     gbps: float | None
 
 
-def visible_revisions(session, user) -> list[ProblemRevision]:
+def visible_revisions(session: Session, user: User | None) -> list[ProblemRevision]:
     """Current revisions of the problems this viewer may see (hidden ones: admins only)."""
     return problems.list_current(session, include_hidden=problems.sees_hidden(user))
 
 
-def devices_for(session, settings, revision_id: int) -> list[str]:
+def devices_for(session: Session, settings: Settings, revision_id: int) -> list[str]:
     """The boards a problem page shows: ``cpu``, every device served now, and every device with a
     ranked entry."""
     return sorted({"cpu"} | runners.served_devices(session, settings.runner_online_seconds)
@@ -127,7 +129,13 @@ def template_download(name: str, filename: str, session: SessionDep, user: PageU
                     headers={"Content-Disposition": f'attachment; filename="{name}_{filename}"'})
 
 
-def _board_revision(session, name: str, device: str, revision: str | None, user) -> ProblemRevision:
+def _board_revision(session: Session, name: str, device: str, revision: str | None,
+                    user: User | None) -> ProblemRevision:
+    """The board's revision (current by default).
+
+    Raises:
+        Invalid: not a device queue name, or a malformed revision. NotFound: unknown or hidden problem.
+    """
     try:
         device_class(device)
     except ValueError as e:
