@@ -508,8 +508,16 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
-def login_command(server: ServerOpt = None, token: TokenOpt = None) -> None:
-    """Check an API token with the server and save it for later commands.
+def login_command(
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+    user: Annotated[Optional[str], typer.Option(
+        "--user", help="Sign in with this user's password instead: a new API token is made and saved.")] = None,
+    password_stdin: Annotated[bool, typer.Option(
+        "--password-stdin", help="With --user: read the password from stdin's first line instead of asking.")] = False,
+) -> None:
+    """Check an API token with the server and save it for later commands; or, with --user, sign
+    in with a password and save the new API token it gives.
 
     Server and token go to the client config file (mode 0600), used when no flag or environment
     variable gives them."""
@@ -517,7 +525,9 @@ def login_command(server: ServerOpt = None, token: TokenOpt = None) -> None:
 
     try:
         target = resolve_target(server, token)
-        if not target.token:
+        if user is not None:
+            target = Target(target.server, _password_token(target, user, password_stdin))
+        elif not target.token:
             if not sys.stdin.isatty():
                 raise ClientError("no API token: pass --token, set KERNELRANK_TOKEN, or run this in a terminal "
                                   "to be asked for it", 2)
@@ -531,6 +541,27 @@ def login_command(server: ServerOpt = None, token: TokenOpt = None) -> None:
     role = " (admin)" if isinstance(me, dict) and me.get("is_admin") else ""
     make_console().print(f"logged in to {target.server} as {name}{role}; token {mask_token(target.token)} "
                          f"saved to {path}")
+
+
+def _password_token(target: Target, user: str, from_stdin: bool) -> str:
+    """A new API token for ``user``, from their password (``POST /auth/token``).
+
+    Raises:
+        ClientError: no password to read (exit 2), refused (exit 2), server failure (exit 3).
+    """
+    if from_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif sys.stdin.isatty():
+        password = typer.prompt(f"Password of {user}", hide_input=True)
+    else:
+        raise ClientError("no terminal to ask for the password: use --password-stdin", 2)
+    with ApiClient(Target(target.server, None)) as api:
+        answer = api.request("POST", "/auth/token",
+                             json={"name": user, "password": password, "token_name": "kernelrank login"})
+    token = answer.get("token") if isinstance(answer, dict) else None
+    if not isinstance(token, str):
+        raise ClientError("unexpected answer to the password sign-in", 3)
+    return token
 
 
 def register(app: typer.Typer) -> None:

@@ -206,7 +206,12 @@ def authenticate_password(session: Session, name: str, password: str) -> User | 
 # -- web sessions ---------------------------------------------------------------------------------
 def start_web_session(session: Session, user: User, max_age_s: float) -> str:
     """Sign ``user`` in for a browser: returns the raw session token for the cookie (shown once;
-    only its SHA-256 is stored). The session ends after ``max_age_s`` seconds."""
+    only its SHA-256 is stored). The session ends after ``max_age_s`` seconds. The user's expired
+    and signed-out sessions are deleted on the way."""
+    from sqlalchemy import delete, or_
+
+    session.execute(delete(WebSession).where(WebSession.user_id == user.id, or_(
+        WebSession.expires_at <= utcnow(), WebSession.revoked_at.is_not(None))))
     raw = SESSION_PREFIX + secrets.token_urlsafe(32)
     session.add(WebSession(user_id=user.id, token_hash=hash_token(raw),
                            expires_at=utcnow() + dt.timedelta(seconds=max_age_s)))

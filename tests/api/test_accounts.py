@@ -191,3 +191,21 @@ def test_my_submissions_filter_by_problem_device_and_verdict(client: TestClient,
         assert submissions.count_for_user(s, alice) == 2
         assert submissions.count_for_user(s, alice, problem="gemm", status="failed") == 1
         assert [x.id for x in submissions.list_submissions(s, alice, limit=1, offset=1)] == [a]
+
+
+def test_signing_in_again_deletes_the_users_ended_sessions(world: World) -> None:
+    from kernelrank.db.models import WebSession
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import users
+
+    with session_scope() as s:
+        first = users.start_web_session(s, users.get_user(s, "alice"), max_age_s=3600)
+        users.start_web_session(s, users.get_user(s, "bob"), max_age_s=3600)
+    with session_scope() as s:
+        users.end_web_session(s, first)
+    with session_scope() as s:
+        second = users.start_web_session(s, users.get_user(s, "alice"), max_age_s=3600)
+    with session_scope() as s:
+        owners = sorted(w.user.name for w in s.query(WebSession))
+        assert owners == ["alice", "bob"]  # alice's ended session is gone, bob's untouched
+        assert users.web_session_user(s, second).name == "alice"

@@ -187,3 +187,26 @@ def test_tokens_create_list_revoke(service: Service) -> None:  # noqa: F811
     assert httpx.get(f"{service.url}/api/v1/me", headers={"Authorization": f"Bearer {raw}"}).status_code == 401
     p = service.run("tokens", "revoke", str(new["id"]), *as_user(service, "alice"))
     assert p.returncode == 2 and "no such token" in p.stderr
+
+
+def test_login_with_a_password_saves_a_new_token(service: Service) -> None:  # noqa: F811
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import users
+
+    with session_scope() as s:
+        users.set_password(s, users.get_user(s, "alice"), "alice's password")
+
+    def login(password: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([KERNELRANK, "login", "--server", service.url, "--user", "alice", "--password-stdin"],
+                              input=password + "\n", capture_output=True, text=True, env=service.env(), timeout=120)
+
+    p = login("not alice's password")
+    assert p.returncode == 2 and "wrong user name or password" in p.stderr
+    p = login("alice's password")
+    assert p.returncode == 0, p.stderr
+    assert "as alice (admin)" in p.stdout and "alice's password" not in p.stdout + p.stderr
+    config = (service.home / "config" / "kernelrank" / "config.toml").read_text()
+    token = config.split('token = "')[1].split('"')[0]
+    assert token.startswith("kr_") and token != service.tokens["alice"]
+    names = [t["name"] for t in api(service, "GET", "/users/me/tokens", "alice").json()]
+    assert "kernelrank login" in names
