@@ -175,8 +175,9 @@ def list_submissions(
 @router.get("/{submission_id}", response_model=SubmissionPublic, summary="One submission",
             responses={401: {"description": "Invalid token"}, 404: {"description": "No such submission"}})
 def get_submission(submission_id: int, viewer: OptionalUser, session: SessionDep) -> SubmissionPublic:
-    """A submission's status and verdict (public); code, logs and error details for its owner and admins."""
-    sub = submissions.get_submission(session, submission_id)
+    """A submission's status and verdict (public; for a hidden problem, its owner's and admins'
+    only); code, logs and error details for its owner and admins."""
+    sub = submissions.get_visible_submission(session, submission_id, viewer)
     full = submissions.can_see_code(viewer, sub)
     return _public(sub, full=full, with_code=full)
 

@@ -186,6 +186,19 @@ def get_submission(session: Session, submission_id: int) -> Submission:
     return sub
 
 
+def get_visible_submission(session: Session, submission_id: int, viewer: User | None) -> Submission:
+    """A submission as ``viewer`` may read it: a hidden problem's submissions exist only for
+    their owners and admins.
+
+    Raises:
+        NotFound: no such submission, or one of a hidden problem that ``viewer`` does not own.
+    """
+    sub = get_submission(session, submission_id)
+    if sub.problem_revision.problem.hidden and not can_see_code(viewer, sub):
+        raise NotFound(f"no submission {submission_id}")
+    return sub
+
+
 def can_see_code(viewer: User | None, sub: Submission) -> bool:
     """Code and logs are the owner's and admins' only."""
     return viewer is not None and (viewer.is_admin or viewer.id == sub.user_id)

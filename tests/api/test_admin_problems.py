@@ -299,7 +299,14 @@ def test_hidden_problems_are_404_to_everyone_but_admins(client: TestClient, worl
     assert client.get("/api/v1/leaderboards/gemm/cpu", headers=world.auth("root")).status_code == 200
     assert submit(client, world.tokens["root"], "gemm", mode="test").status_code == 202
 
+    # a hidden problem's submissions: their owner's and admins' only
+    sid = submit(client, world.tokens["root"], "gemm", mode="test").json()["id"]
+    assert client.get(f"/api/v1/submissions/{sid}").status_code == 404
+    assert client.get(f"/api/v1/submissions/{sid}", headers=world.auth("alice")).status_code == 404
+    assert client.get(f"/api/v1/submissions/{sid}", headers=world.auth("root")).status_code == 200
+
     assert client.post("/api/v1/admin/problems/gemm/unhide", headers=world.auth("root")).json()["state"] == "open"
+    assert client.get(f"/api/v1/submissions/{sid}").status_code == 200
     assert client.get("/api/v1/problems/gemm").status_code == 200
 
 
