@@ -21,7 +21,7 @@ import secrets
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from kernelrank.db.models import ApiToken, User, WebSession, utcnow
@@ -140,7 +140,8 @@ def _dummy_hash() -> str:
 
 
 def set_password(session: Session, user: User, password: str) -> None:
-    """Set (or replace) ``user``'s password, stored as an Argon2id hash.
+    """Set (or replace) ``user``'s password, stored as an Argon2id hash. Every browser signed in
+    as ``user`` is signed out (API tokens stay valid: revoke them separately).
 
     Raises:
         Invalid: fewer than :data:`PASSWORD_MIN_CHARS` or more than :data:`PASSWORD_MAX_CHARS`
@@ -151,7 +152,13 @@ def set_password(session: Session, user: User, password: str) -> None:
     if len(password) > PASSWORD_MAX_CHARS:
         raise Invalid(f"passwords are at most {PASSWORD_MAX_CHARS} characters")
     user.password_hash = _hasher().hash(password)
+    _end_all_web_sessions(session, user)
     session.flush()
+
+
+def _end_all_web_sessions(session: Session, user: User) -> None:
+    session.execute(update(WebSession).where(WebSession.user_id == user.id, WebSession.revoked_at.is_(None))
+                    .values(revoked_at=utcnow()))
 
 
 def change_password(session: Session, user: User, current: str | None, new: str) -> None:
@@ -167,8 +174,9 @@ def change_password(session: Session, user: User, current: str | None, new: str)
 
 
 def clear_password(session: Session, user: User) -> None:
-    """Remove ``user``'s password: sign-in by API token only."""
+    """Remove ``user``'s password: sign-in by API token only; signs out every browser of ``user``."""
     user.password_hash = None
+    _end_all_web_sessions(session, user)
     session.flush()
 
 

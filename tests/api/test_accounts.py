@@ -209,3 +209,20 @@ def test_signing_in_again_deletes_the_users_ended_sessions(world: World) -> None
         owners = sorted(w.user.name for w in s.query(WebSession))
         assert owners == ["alice", "bob"]  # alice's ended session is gone, bob's untouched
         assert users.web_session_user(s, second).name == "alice"
+
+
+def test_a_new_password_signs_out_every_browser(world: World) -> None:
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import users
+
+    with session_scope() as s:
+        alice = users.get_user(s, "alice")
+        users.set_password(s, alice, "first password")
+        browsers = [users.start_web_session(s, alice, max_age_s=3600) for _ in range(2)]
+        bobs = users.start_web_session(s, users.get_user(s, "bob"), max_age_s=3600)
+    with session_scope() as s:
+        users.change_password(s, users.get_user(s, "alice"), "first password", "second password")
+    with session_scope() as s:
+        assert [users.web_session_user(s, raw) for raw in browsers] == [None, None]
+        assert users.web_session_user(s, bobs).name == "bob"
+        assert users.authenticate(s, world.tokens["alice"]).name == "alice"  # API tokens stay valid
