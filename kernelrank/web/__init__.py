@@ -16,6 +16,15 @@ from kernelrank.services import ServiceError
 #: Paths that are not pages: their errors stay JSON.
 _NOT_PAGES = ("/api/", "/docs", "/openapi.json", "/healthz", "/static/")
 
+#: Headers of every page: scripts, styles and images from this site only (no inline script), no
+#: framing (clickjacking of the admin forms), forms posting to this site only.
+PAGE_HEADERS = {
+    "Content-Security-Policy": ("default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+                                "object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+}
+
 _TITLES = {401: "Sign-in needed", 403: "Not allowed", 404: "Not found", 409: "Conflict", 413: "Too large",
            422: "Cannot do that"}
 
@@ -38,6 +47,14 @@ def install(app: FastAPI) -> None:
         return error_page(request, exc.status_code, exc.message)
 
     app.add_exception_handler(ServiceError, _service_error)
+
+    @app.middleware("http")
+    async def _page_headers(request: Request, call_next):
+        response = await call_next(request)
+        if not request.url.path.startswith(_NOT_PAGES):
+            for name, value in PAGE_HEADERS.items():
+                response.headers.setdefault(name, value)
+        return response
 
 
 def error_page(request: Request, status_code: int, message: str) -> Response:

@@ -9,6 +9,7 @@ The tests run in order and share one browser context per user (module scope).
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -96,9 +97,16 @@ def test_user_signs_in_with_a_password(alice_page, screenshots: Path) -> None:
     page.screenshot(path=screenshots / "home.png", full_page=True)
 
 
-def test_submission_through_the_page_updates_live_then_ranks(alice_page, service: Service,
-                                                             screenshots: Path) -> None:
-    page = alice_page
+#: The judge rejects timings its own wall clock cannot confirm; on an overloaded machine (load
+#: average several times the cores) a correct kernel can meet that. Such a verdict is retried.
+WALL_CLOCK_REJECTION = "timing claims not supported by the judge's wall clock"
+ATTEMPTS = 3
+
+
+def submit_and_watch(page, service: Service) -> tuple[int, list[str]]:
+    """Submit ``double_ok.py`` in leaderboard mode through the problem page's form, then watch the
+    status on the submission page until the verdict: ``(id, statuses seen in order)``. Fails if
+    the page reloads meanwhile."""
     page.goto("/problems/double")
     page.select_option("form.submit select[name=device]", "cpu")
     page.select_option("form.submit select[name=mode]", "leaderboard")
@@ -117,8 +125,20 @@ def test_submission_through_the_page_updates_live_then_ranks(alice_page, service
         status = page.get_attribute("#status", "data-status")
         if status != seen[-1]:
             seen.append(status)
-    assert seen[0] in ("queued", "running") and seen[-1] == "passed", seen
+    assert seen[0] in ("queued", "running"), seen  # the verdict arrived after the page was shown
     assert page.evaluate("window.__loaded_once === true"), "the page reloaded instead of updating in place"
+    return sid, seen
+
+
+def test_submission_through_the_page_updates_live_then_ranks(alice_page, service: Service,
+                                                             screenshots: Path) -> None:
+    page = alice_page
+    for attempt in range(1, ATTEMPTS + 1):
+        sid, seen = submit_and_watch(page, service)
+        if seen[-1] == "passed" or WALL_CLOCK_REJECTION not in page.inner_text("#live") or attempt == ATTEMPTS:
+            break
+        print(f"attempt {attempt}: rejected by the wall-clock cross-check (load average {os.getloadavg()[0]:.1f})")
+    assert seen[-1] == "passed", (seen, page.inner_text("#live"))
     assert page.locator("section.run[data-kind=public] table.timing tbody tr").count() == 2  # benchmark cases
     assert page.locator("#code").count() == 1  # the owner sees the code
     page.screenshot(path=screenshots / "submission.png", full_page=True)

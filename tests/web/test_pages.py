@@ -110,6 +110,13 @@ def test_runners_page_shows_the_online_cpu_runner_and_queue(client: TestClient, 
     assert "runner-cpu-1" in html and "online" in html
 
 
+def test_pages_carry_a_content_security_policy(client: TestClient) -> None:
+    csp = client.get("/").headers["content-security-policy"]
+    assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
+    assert "content-security-policy" not in client.get("/api/v1/problems").headers
+    assert client.get("/problems/nope").headers["x-content-type-options"] == "nosniff"
+
+
 def test_unknown_pages_are_html_and_api_errors_stay_json(client: TestClient) -> None:
     r = client.get("/problems/nope")
     assert r.status_code == 404 and r.headers["content-type"].startswith("text/html")
