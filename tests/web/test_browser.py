@@ -98,7 +98,7 @@ def test_user_signs_in_with_a_password(alice_page, screenshots: Path) -> None:
 #: The judge rejects timings its own wall clock cannot confirm; on an overloaded machine (load
 #: average several times the cores) a correct kernel can meet that. Such a verdict is retried.
 WALL_CLOCK_REJECTION = "timing claims not supported by the judge's wall clock"
-ATTEMPTS = 3
+ATTEMPTS = 5
 
 
 def submit_and_watch(page, service: Service, mode: str) -> tuple[int, list[str]]:
@@ -128,6 +128,16 @@ def submit_and_watch(page, service: Service, mode: str) -> tuple[int, list[str]]
     return sid, seen
 
 
+def wait_for_charts(page, timeout_s: float = 60.0) -> None:
+    """Wait until every image (the SVG charts) has loaded and has a size. Polled from Python:
+    ``wait_for_function`` evaluates a string, which the pages' CSP (no ``unsafe-eval``) refuses."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)"):
+        assert time.monotonic() < deadline, "a chart did not load"
+        page.wait_for_timeout(200)
+    assert page.locator("div.charts img").count() == 2
+
+
 def test_submission_through_the_page_updates_live(alice_page, service: Service) -> None:
     """Test mode: correctness only, so the verdict does not depend on the machine's load."""
     page = alice_page
@@ -154,7 +164,7 @@ def test_leaderboard_submission_through_the_page_is_ranked(alice_page, service: 
     assert first.locator("td").nth(0).inner_text() == "1"
     assert first.locator("td").nth(1).inner_text() == "alice"
     assert first.locator("a").get_attribute("href") == f"/submissions/{sid}"
-    page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+    wait_for_charts(page)
     page.screenshot(path=screenshots / "problem.png", full_page=True)
     page.goto("/me/submissions?problem=double&status=passed")
     assert page.locator("#my-submissions tbody tr").count() == 2  # the test-mode and the ranked one
