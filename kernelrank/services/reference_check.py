@@ -40,7 +40,8 @@ def check_reference(spec: ProblemSpec) -> str | None:
     (the harness's verdict and message, or a time-out). Never raises for what the reference does."""
     limit = time_limit(spec)
     proc = subprocess.Popen([sys.executable, "-m", "kernelrank.services.reference_check"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=_child_env())
     try:
         out, err = proc.communicate(json.dumps(spec.to_message()), timeout=limit)
     except subprocess.TimeoutExpired:
@@ -54,6 +55,16 @@ def check_reference(spec: ProblemSpec) -> str | None:
     if verdict.get("status") == "passed":
         return None
     return f"{verdict.get('status', 'error')}: {str(verdict.get('message', ''))[:2000]}"
+
+
+#: Settings the check's process has no use for, and which hold credentials: never passed on.
+CREDENTIALS = ("KERNELRANK_DATABASE_URL", "KERNELRANK_BROKER_URL", "KERNELRANK_TOKEN")
+
+
+def _child_env() -> dict[str, str]:
+    """This process's environment minus :data:`CREDENTIALS`: the reference runs unsandboxed on
+    the judge's side of the check (trusted admin code, but nothing it needs)."""
+    return {k: v for k, v in os.environ.items() if k not in CREDENTIALS}
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
