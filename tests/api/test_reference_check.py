@@ -38,3 +38,27 @@ def test_the_check_process_gets_no_credentials(tmp_path: Path, monkeypatch: pyte
 
 def test_a_passing_reference_gives_no_reason(tmp_path: Path) -> None:
     assert check_reference(_double_spec(tmp_path)) is None
+
+
+def test_a_hanging_reference_is_stopped_at_the_time_limit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import time
+
+    from kernelrank.services import reference_check
+
+    marker = tmp_path / "still-running"
+    spec = _double_spec(tmp_path, edit=lambda src: src.replace(
+        '    g = torch.Generator(device=device).manual_seed(seed)\n',
+        '    import time, pathlib\n'
+        '    while True:\n'
+        f'        pathlib.Path({str(marker)!r}).touch()\n'
+        '        time.sleep(0.2)\n'))
+    monkeypatch.setattr(reference_check, "MARGIN_S", 15.0 - spec.definition.budgets.compile
+                        - spec.definition.budgets.test)  # 15 s in all: Python and torch start first
+    start = time.monotonic()
+    reason = check_reference(spec)
+    assert reason == "the reference's test run did not finish within 15 s"
+    assert time.monotonic() - start < 40
+    assert marker.exists()  # it did start hanging
+    before = marker.stat().st_mtime
+    time.sleep(1.0)
+    assert marker.stat().st_mtime == before  # and nothing of it runs on
