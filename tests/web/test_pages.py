@@ -279,6 +279,12 @@ def test_password_sign_in_and_wrong_password(client: TestClient, world: World) -
     cookie = r.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=lax" in cookie.replace("Lax", "lax")
     assert "signed in as <b>alice</b>" in client.get("/").text
+    first = client.cookies["kr_session"]
+    sign_in(client, world.tokens["bob"])  # signing in again ends the browser's previous session
+    assert "signed in as <b>bob</b>" in client.get("/").text
+    stale = TestClient(client.app, cookies={"kr_session": first})
+    assert "signed in as" not in stale.get("/").text
+    stale.close()
 
 
 def test_sign_in_refuses_a_bad_token_and_an_open_redirect(client: TestClient, world: World) -> None:

@@ -40,6 +40,7 @@ def signin(request: Request, session: SessionDep, settings: SettingsDep, usernam
     if user is None:
         return render(request, "signin.html", None, status_code=401, next=safe_next(next), error=error,
                       username=username)
+    users.end_web_session(session, request.cookies.get(COOKIE))  # a browser holds one session at a time
     raw = users.start_web_session(session, user, settings.session_max_age_seconds)
     response = RedirectResponse(safe_next(next), status_code=303)
     set_session_cookie(response, request, raw, settings.session_max_age_seconds)
