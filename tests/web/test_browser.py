@@ -154,7 +154,8 @@ def test_leaderboard_submission_through_the_page_is_ranked(alice_page, service: 
         sid, seen = submit_and_watch(page, service, "leaderboard")
         if seen[-1] == "passed" or WALL_CLOCK_REJECTION not in page.inner_text("#live") or attempt == ATTEMPTS:
             break
-        print(f"attempt {attempt}: rejected by the wall-clock cross-check (load average {os.getloadavg()[0]:.1f})")
+        message = page.inner_text("pre.message").splitlines()[0]
+        print(f"attempt {attempt}: rejected (load average {os.getloadavg()[0]:.1f}): {message}")
     assert seen[-1] == "passed", (seen, page.inner_text("#live"))
     assert page.locator("section.run[data-kind=public] table.timing tbody tr").count() == 2  # benchmark cases
     page.screenshot(path=screenshots / "submission.png", full_page=True)
