@@ -18,7 +18,7 @@ _STYLE = Style(
 )
 _COMMON = dict(style=_STYLE, js=[], width=800, height=360, explicit_size=True, legend_at_bottom=True,
                no_data_text="no ranked submissions yet", truncate_legend=24, print_values=False,
-               value_formatter=lambda v: f"{v:,.4g}")
+               value_formatter=lambda v: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}")
 #: Bars go on a log scale when the slowest case is this many times the fastest.
 LOG_SCALE_RATIO = 20.0
 
