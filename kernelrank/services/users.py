@@ -185,8 +185,9 @@ def check_password(user: User, password: str) -> bool:
     from argon2.exceptions import InvalidHashError, VerificationError
 
     stored = user.password_hash
+    dummy = _dummy_hash()  # made on the first sign-in of any kind, so that one is not told apart either
     try:
-        return _hasher().verify(stored or _dummy_hash(), password) and stored is not None
+        return _hasher().verify(stored or dummy, password) and stored is not None
     except (VerificationError, InvalidHashError):
         return False
 
