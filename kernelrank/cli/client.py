@@ -480,6 +480,8 @@ def _wait(api: ApiClient, sub_id: int, timeout_s: float, progress: _Progress | N
 def leaderboard_command(
     problem: Annotated[str, typer.Argument(help="Problem name.")],
     device: Annotated[str, typer.Option(help="Device queue: cpu, or cuda-<model>.")] = "cpu",
+    revision: Annotated[Optional[str], typer.Option(
+        help="An earlier revision's board: its hash or a 6+ digit prefix (default: the current revision).")] = None,
     server: ServerOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -489,7 +491,8 @@ def leaderboard_command(
     try:
         target = resolve_target(server, None)
         with ApiClient(Target(target.server, None)) as api:  # public: no token sent
-            board = api.request("GET", f"/leaderboards/{_seg(problem)}/{_seg(device)}")
+            board = api.request("GET", f"/leaderboards/{_seg(problem)}/{_seg(device)}",
+                                params={"revision": revision} if revision else None)
     except ClientError as e:
         raise _fail(e) from None
     if as_json:

@@ -60,6 +60,11 @@ def test_push_a_new_revision_and_the_same_content_again(service: Service, tmp_pa
     assert "pushed double: revision" in p.stdout and "(new revision)" in p.stdout
     revisions = api(service, "GET", "/problems/double/revisions").json()
     assert len(revisions) == 2 and revisions[1]["is_current"]
+    p = service.run("leaderboard", "double", "--json", "--server", service.url)
+    assert json.loads(p.stdout)["revision"] == revisions[1]["revision"]
+    p = service.run("leaderboard", "double", "--revision", revisions[0]["revision"][:8], "--json",
+                    "--server", service.url)
+    assert p.returncode == 0 and json.loads(p.stdout)["revision"] == revisions[0]["revision"]
 
     p = service.run("problems", "push", str(FIXTURES / "problems" / "double"), "--reference",
                     str(FIXTURES / "reference_kernels" / "double"), "--json", *as_user(service, "alice"), timeout=600)
