@@ -57,6 +57,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                   type(exc.orig).__name__, exc.orig)
         return JSONResponse({"detail": "the database is unavailable; try again later"}, status_code=503)
 
+    from kernelrank.web import install as install_pages  # after the handlers: page errors become HTML
+
+    install_pages(app)
     return app
 
 

@@ -5,9 +5,14 @@ and how evaluation jobs are dispatched.
 - :data:`SessionDep`: one SQLAlchemy session per request, committed when the route succeeds and
   rolled back when it raises (before the response is sent, so a failed commit is an error answer).
 - :data:`CurrentUser` (401 without a valid ``Authorization: Bearer <token>``), :data:`OptionalUser`
-  (``None`` when no token is sent; 401 for an invalid one), :data:`AdminUser` (403 for non-admins).
+  (``None`` when no token is sent; 401 for an invalid one), :data:`Viewer` (``None`` for no or an
+  invalid token: public reads), :data:`AdminUser` (403 for non-admins).
 - :data:`DispatchDep`: ``dispatch(job, queue, time_limit_s)``; by default sends the Celery task
   :data:`kernelrank.queue.EVALUATE` by name. Tests override :func:`get_dispatch`.
+- :data:`ReferenceCheckDep`: ``check(spec) -> reason | None``, how a pushed problem's reference
+  is checked against its own tests (default: the harness in a subprocess,
+  :func:`kernelrank.services.reference_check.check_reference`). Tests may override
+  :func:`get_reference_check`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Submission, User, utcnow
 from kernelrank.services import ServiceError, users
+from kernelrank.services.reference_check import ReferenceCheck
 from kernelrank.services.submissions import Dispatch
 from kernelrank.settings import Settings
 
@@ -79,6 +85,16 @@ def get_optional_user(session: SessionDep,
 
 
 OptionalUser = Annotated[User | None, Depends(get_optional_user)]
+
+
+def get_viewer(session: SessionDep,
+               credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> User | None:
+    """The caller when a valid token is sent, else ``None``: public reads (problems, leaderboards)
+    answer a wrong token as they answer no token; only what admins may see more of depends on it."""
+    return users.authenticate(session, credentials.credentials) if credentials is not None else None
+
+
+Viewer = Annotated[User | None, Depends(get_viewer)]
 
 
 def get_current_user(user: OptionalUser) -> User:
@@ -143,3 +159,13 @@ def get_dispatch(session: SessionDep) -> Dispatch:
 
 
 DispatchDep = Annotated[Dispatch, Depends(get_dispatch)]
+
+
+def get_reference_check() -> ReferenceCheck:
+    """The harness's CPU test run of the reference, in a subprocess with a time limit."""
+    from kernelrank.services.reference_check import check_reference
+
+    return check_reference
+
+
+ReferenceCheckDep = Annotated[ReferenceCheck, Depends(get_reference_check)]

@@ -30,7 +30,7 @@ class _UtcTimes(BaseModel):
 
 
 # -- problems -------------------------------------------------------------------------------------
-class ProblemSummary(BaseModel):
+class ProblemSummary(_UtcTimes):
     """A problem in the list: its current revision and how many cases it has."""
 
     name: str
@@ -38,14 +38,20 @@ class ProblemSummary(BaseModel):
     revision: str = Field(description="SHA-256 of the problem's definition and reference folder.")
     tests: int = Field(description="Number of test cases.")
     benchmarks: dict[str, int] = Field(description="Number of benchmark cases per device class (cpu, cuda).")
+    state: str = Field(default="open", description="open, closed (deadline passed) or hidden (admins only).")
+    deadline: dt.datetime | None = Field(default=None, description="Leaderboard submissions are taken before it.")
 
 
-class ProblemPublic(BaseModel):
-    """Everything an author needs to write a kernel for the current revision (no secret seed)."""
+class ProblemPublic(_UtcTimes):
+    """Everything an author needs to write a kernel for a revision (the current one unless another
+    was asked for; no secret seed)."""
 
     name: str
     title: str
     revision: str
+    is_current: bool = Field(default=True, description="Whether this is the revision taking submissions.")
+    state: str = Field(default="open", description="open, closed (deadline passed) or hidden (admins only).")
+    deadline: dt.datetime | None = None
     description: str = Field(description="Markdown.")
     contract: DataContract
     tolerances: dict[str, Tolerance] = Field(description="Per output dtype: |out - ref| <= atol + rtol * |ref|.")
@@ -55,6 +61,40 @@ class ProblemPublic(BaseModel):
     timing: dict[str, CaseTiming] = Field(description="Seconds spent timing each benchmark case, per device class.")
     ranking: str
     templates: dict[str, str] = Field(description="Starting points: file name -> source.")
+
+
+class RevisionPublic(_UtcTimes):
+    """One revision of a problem; each keeps its own leaderboard."""
+
+    number: int = Field(description="1 for the first revision, in order of creation.")
+    revision: str
+    is_current: bool
+    created_at: dt.datetime
+
+
+class ProblemStatePublic(_UtcTimes):
+    """A problem's state after an admin action."""
+
+    name: str
+    state: str = Field(description="open, closed or hidden.")
+    hidden: bool
+    deadline: dt.datetime | None
+
+
+class ProblemCloseRequest(BaseModel):
+    """Close a problem: ``deadline`` with a time zone (ISO 8601), or now when absent."""
+
+    deadline: dt.datetime | None = Field(default=None, examples=["2026-12-01T12:00:00Z"])
+
+
+class ProblemPushed(BaseModel):
+    """The result of pushing a problem: its now-current revision."""
+
+    name: str
+    revision: str
+    new_problem: bool
+    new_revision: bool
+    state: str
 
 
 # -- submissions ----------------------------------------------------------------------------------
@@ -81,6 +121,7 @@ class RunPublic(BaseModel):
     """One evaluation of a submission: ``public`` (every mode) or ``secret`` (leaderboard mode)."""
 
     kind: str
+    attempt: int = Field(default=1, description="The evaluation attempt it belongs to (a requeue starts a new one).")
     status: str
     score_ns: float | None = Field(description="Geometric mean over benchmark cases of the mean time (ns).")
     result: dict[str, Any] = Field(description="The harness's result (cases, timings); details for the owner only.")
@@ -88,7 +129,8 @@ class RunPublic(BaseModel):
 
 class SubmissionPublic(_UtcTimes):
     """A submission and its verdict. ``code`` and ``logs`` are null unless the viewer owns the
-    submission or is an admin; so are the details of error messages (which can quote the code)."""
+    submission or is an admin; so are the details of error messages (which can quote the code)
+    and the reason of a disqualification."""
 
     id: int
     user: str
@@ -106,6 +148,9 @@ class SubmissionPublic(_UtcTimes):
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     progress: dict[str, Any]
+    attempt: int = Field(default=1, description="1, plus one per requeue; ``runs`` are this attempt's.")
+    disqualified: bool = False
+    disqualified_reason: str | None = Field(default=None, description="For the author and admins only.")
     runs: list[RunPublic]
     code: str | None
     logs: str | None
@@ -125,7 +170,7 @@ class LeaderboardRowPublic(_UtcTimes):
 
 
 class LeaderboardPublic(BaseModel):
-    """The ranking of the current revision of a problem on one device queue."""
+    """The ranking of a revision of a problem (the current one unless asked) on one device queue."""
 
     problem: str
     device: str
@@ -170,3 +215,50 @@ class UserCreated(BaseModel):
 class Me(BaseModel):
     name: str
     is_admin: bool
+    has_password: bool = False
+
+
+class PasswordChange(BaseModel):
+    """``current`` is required when a password is set already."""
+
+    current: str | None = Field(default=None, max_length=1024)
+    new: str = Field(min_length=1, max_length=1024)
+
+
+class PasswordSet(BaseModel):
+    """An admin sets a user's password."""
+
+    password: str = Field(min_length=1, max_length=1024)
+
+
+class PasswordLogin(BaseModel):
+    """Sign in with a password to get a new API token."""
+
+    name: str = Field(min_length=1, max_length=64)
+    password: str = Field(min_length=1, max_length=1024)
+    token_name: str = Field(default="password sign-in", max_length=64)
+
+
+class TokenCreate(BaseModel):
+    name: str = Field(default="", max_length=64, examples=["laptop"])
+
+
+class TokenPublic(_UtcTimes):
+    """An API token as its owner sees it later: never the token itself, only its first characters."""
+
+    id: int
+    name: str
+    prefix: str = Field(description="The token's first characters, to recognise it.")
+    created_at: dt.datetime
+    revoked_at: dt.datetime | None
+
+
+class TokenCreated(TokenPublic):
+    """A new API token, shown in this answer only (only its hash is kept)."""
+
+    token: str
+
+
+# -- moderation -----------------------------------------------------------------------------------
+class DisqualifyRequest(BaseModel):
+    reason: str = Field(min_length=1, max_length=2000, description="Shown to the submission's author.")

@@ -58,6 +58,11 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     api_host: str = "127.0.0.1"
     api_port: int = 8000
+    #: Seconds a browser stays signed in (a server-side web session; sign-out ends it sooner).
+    session_max_age_seconds: int = Field(default=14 * 24 * 3600, ge=60)
+    #: Largest problem upload (``kernelrank problems push``), in bytes: the archive, and separately
+    #: its files unpacked together.
+    max_problem_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
 
     # -- the command-line client (``kernelrank submit``, ``leaderboard``, ``login``) ------------------
     #: Server URL for client commands; a ``--server`` flag wins, the client config file comes after.

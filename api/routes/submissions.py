@@ -136,6 +136,7 @@ _FORM_SCHEMA = {
     }}},
     responses={401: {"description": "No valid token"}, 404: {"description": "Unknown problem"},
                413: {"description": "Code over the size limit"}, 415: {"description": "Neither form nor JSON"},
+               409: {"description": "Leaderboard mode on a closed problem (past its deadline)"},
                422: {"description": "Unknown mode or device, a device no runner serves, empty or non-UTF-8 code"},
                503: {"description": "The database or the job queue is unavailable"}},
 )
@@ -160,20 +161,23 @@ def list_submissions(
     problem: Annotated[str | None, Query(max_length=64)] = None,
     device: Annotated[str | None, Query(max_length=64)] = None,
     status_: Annotated[Status | None, Query(alias="status")] = None,
+    disqualified: Annotated[bool | None, Query(description="Only disqualified (true) or not (false).")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[SubmissionPublic]:
-    """The caller's submissions, newest first (``code`` and ``logs`` null: read one for them)."""
+    """The caller's submissions, newest first, filtered by problem, device queue and verdict
+    (``code`` and ``logs`` null: read one for them)."""
     subs = submissions.list_for_user(session, user, problem=problem, device=device, status=status_,
-                                     limit=limit, offset=offset)
+                                     limit=limit, offset=offset, disqualified=disqualified)
     return [_public(sub, full=True, with_code=False) for sub in subs]
 
 
 @router.get("/{submission_id}", response_model=SubmissionPublic, summary="One submission",
             responses={401: {"description": "Invalid token"}, 404: {"description": "No such submission"}})
 def get_submission(submission_id: int, viewer: OptionalUser, session: SessionDep) -> SubmissionPublic:
-    """A submission's status and verdict (public); code, logs and error details for its owner and admins."""
-    sub = submissions.get_submission(session, submission_id)
+    """A submission's status and verdict (public; for a hidden problem, its owner's and admins'
+    only); code, logs and error details for its owner and admins."""
+    sub = submissions.get_visible_submission(session, submission_id, viewer)
     full = submissions.can_see_code(viewer, sub)
     return _public(sub, full=full, with_code=full)
 
@@ -196,15 +200,21 @@ def _public_result(result: dict[str, Any], full: bool) -> dict[str, Any]:
 
 
 def _public(sub: Submission, full: bool, with_code: bool) -> SubmissionPublic:
+    """The submission as ``SubmissionPublic``; ``full`` (owner or admin) adds messages' details
+    and the disqualification reason, ``with_code`` the code and logs. Runs: the current attempt's."""
     rev = sub.problem_revision
-    logs = "".join(f"=== {run.kind} run ===\n{run.logs}\n" for run in sub.runs if run.logs) if with_code else None
+    runs = sub.current_runs
+    logs = "".join(f"=== {run.kind} run ===\n{run.logs}\n" for run in runs if run.logs) if with_code else None
     return SubmissionPublic(
         id=sub.id, user=sub.user.name, problem=rev.problem.name, revision=rev.revision, device=sub.device,
         mode=sub.mode, language=sub.language, status=sub.status,
         message=sub.message if full else _first_line(sub.message),
         score_ns=sub.score_ns, speedup=sub.speedup, ranked=sub.ranked, created_at=sub.created_at,
         started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
-        runs=[RunPublic(kind=r.kind, status=r.status, score_ns=r.score_ns, result=_public_result(r.result, full))
-              for r in sub.runs],
+        attempt=sub.attempt, disqualified=sub.disqualified_at is not None,
+        disqualified_reason=sub.disqualified_reason if full else None,
+        runs=[RunPublic(kind=r.kind, attempt=r.attempt, status=r.status, score_ns=r.score_ns,
+                        result=_public_result(r.result, full))
+              for r in runs],
         code=sub.code if with_code else None, logs=logs,
     )

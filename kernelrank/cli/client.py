@@ -207,7 +207,7 @@ class ApiClient:
         self._http.close()
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
-        """``method`` ``/api/v1{path}``; the decoded JSON body.
+        """``method`` ``/api/v1{path}``; the decoded JSON body (``None`` for 204 No Content).
 
         Raises:
             ClientError: exit 3 when the server cannot be reached, answers 5xx or not with JSON;
@@ -228,6 +228,8 @@ class ApiClient:
                 message += ("; no API token given: pass --token, set KERNELRANK_TOKEN or run `kernelrank login`"
                             if not self.target.token else "; the API token was refused")
             raise ClientError(message, 2)
+        if response.status_code == 204:  # No Content (a revocation)
+            return None
         try:
             return response.json()
         except ValueError:
@@ -478,6 +480,8 @@ def _wait(api: ApiClient, sub_id: int, timeout_s: float, progress: _Progress | N
 def leaderboard_command(
     problem: Annotated[str, typer.Argument(help="Problem name.")],
     device: Annotated[str, typer.Option(help="Device queue: cpu, or cuda-<model>.")] = "cpu",
+    revision: Annotated[Optional[str], typer.Option(
+        help="An earlier revision's board: its hash or a 6+ digit prefix (default: the current revision).")] = None,
     server: ServerOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -487,7 +491,8 @@ def leaderboard_command(
     try:
         target = resolve_target(server, None)
         with ApiClient(Target(target.server, None)) as api:  # public: no token sent
-            board = api.request("GET", f"/leaderboards/{_seg(problem)}/{_seg(device)}")
+            board = api.request("GET", f"/leaderboards/{_seg(problem)}/{_seg(device)}",
+                                params={"revision": revision} if revision else None)
     except ClientError as e:
         raise _fail(e) from None
     if as_json:
@@ -506,8 +511,16 @@ def _seg(value: str) -> str:
     return quote(value, safe="")
 
 
-def login_command(server: ServerOpt = None, token: TokenOpt = None) -> None:
-    """Check an API token with the server and save it for later commands.
+def login_command(
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+    user: Annotated[Optional[str], typer.Option(
+        "--user", help="Sign in with this user's password instead: a new API token is made and saved.")] = None,
+    password_stdin: Annotated[bool, typer.Option(
+        "--password-stdin", help="With --user: read the password from stdin's first line instead of asking.")] = False,
+) -> None:
+    """Check an API token with the server and save it for later commands; or, with --user, sign
+    in with a password and save the new API token it gives.
 
     Server and token go to the client config file (mode 0600), used when no flag or environment
     variable gives them."""
@@ -515,7 +528,9 @@ def login_command(server: ServerOpt = None, token: TokenOpt = None) -> None:
 
     try:
         target = resolve_target(server, token)
-        if not target.token:
+        if user is not None:
+            target = Target(target.server, _password_token(target, user, password_stdin))
+        elif not target.token:
             if not sys.stdin.isatty():
                 raise ClientError("no API token: pass --token, set KERNELRANK_TOKEN, or run this in a terminal "
                                   "to be asked for it", 2)
@@ -529,6 +544,27 @@ def login_command(server: ServerOpt = None, token: TokenOpt = None) -> None:
     role = " (admin)" if isinstance(me, dict) and me.get("is_admin") else ""
     make_console().print(f"logged in to {target.server} as {name}{role}; token {mask_token(target.token)} "
                          f"saved to {path}")
+
+
+def _password_token(target: Target, user: str, from_stdin: bool) -> str:
+    """A new API token for ``user``, from their password (``POST /auth/token``).
+
+    Raises:
+        ClientError: no password to read (exit 2), refused (exit 2), server failure (exit 3).
+    """
+    if from_stdin:
+        password = sys.stdin.readline().rstrip("\r\n")
+    elif sys.stdin.isatty():
+        password = typer.prompt(f"Password of {user}", hide_input=True)
+    else:
+        raise ClientError("no terminal to ask for the password: use --password-stdin", 2)
+    with ApiClient(Target(target.server, None)) as api:
+        answer = api.request("POST", "/auth/token",
+                             json={"name": user, "password": password, "token_name": "kernelrank login"})
+    token = answer.get("token") if isinstance(answer, dict) else None
+    if not isinstance(token, str):
+        raise ClientError("unexpected answer to the password sign-in", 3)
+    return token
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,8 @@ from kernelrank.problems import ProblemError, list_problem_names, load_all, load
 
 app = typer.Typer(help="KernelRank: judge and time GPU kernels against a problem's reference.",
                   no_args_is_help=True, add_completion=False)
-problems_app = typer.Typer(help="List and inspect problems.", no_args_is_help=True)
+problems_app = typer.Typer(help="List and inspect problems (local folders); push, open, close and hide them on a "
+                                "server (admins).", no_args_is_help=True)
 app.add_typer(problems_app, name="problems")
 
 
@@ -121,9 +122,10 @@ __all__ = ["app", "list_problem_names"]
 
 
 # Client commands (HTTP API) and user administration (database); both modules import nothing heavy.
-from kernelrank.cli import client as _client, users_cmd as _users_cmd  # noqa: E402
+from kernelrank.cli import admin_cmd as _admin_cmd, client as _client, users_cmd as _users_cmd  # noqa: E402
 
 _client.register(app)
+_admin_cmd.register(app, problems_app)
 app.add_typer(_users_cmd.users_app, name="users")
 
 # Service commands (their heavy imports stay inside the command functions).

@@ -131,7 +131,8 @@ def _reap_adopted(known: set[int], kill: bool) -> None:
 
 
 def prepare(data_dir: Path) -> str | None:
-    """Migrate the database, load the problems, and create the first admin when there is none.
+    """Migrate the database, load the problems (a folder whose content is new becomes the
+    problem's current revision), and create the first admin when there is none.
 
     Returns the new admin's token (only on the start that created it), else ``None``.
     """
@@ -143,7 +144,8 @@ def prepare(data_dir: Path) -> str | None:
     data_dir.mkdir(parents=True, exist_ok=True)
     migrate()
     with session_scope() as session:
-        problem_service.sync_all(session, load_all())
+        # only new folder content becomes current: a revision pushed over the API survives a restart
+        problem_service.sync_all(session, load_all(), make_current=False)
         if users.any_admin(session):
             return None
         _, token = users.create_user(session, "admin", admin=True)

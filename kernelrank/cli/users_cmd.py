@@ -44,3 +44,50 @@ def users_create(
         raise typer.Exit(3) from None
     err.print(f"created user {label}. Its API token is shown once, below; keep it secret:")
     typer.echo(token)
+
+
+@users_app.command("passwd")
+def users_passwd(
+    name: Annotated[str, typer.Argument(help="User name.")],
+    password_stdin: Annotated[bool, typer.Option(
+        "--password-stdin", help="Read the password from the first line of stdin instead of asking for it.")] = False,
+    clear: Annotated[bool, typer.Option("--clear", help="Remove the password: sign-in by API token only.")] = False,
+) -> None:
+    """Set user NAME's password (for signing in on the web pages and at /api/v1/auth/token),
+    asked for twice without echo, or read from stdin. Stored as an Argon2id hash. The database is
+    migrated to the newest schema first."""
+    import sys
+
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from kernelrank.cli.render import make_console
+    from kernelrank.db.session import migrate, session_scope
+    from kernelrank.services import Invalid, NotFound
+    from kernelrank.services.users import clear_password, get_user, set_password
+
+    err = make_console(stderr=True)
+    password = ""
+    if not clear:
+        if password_stdin:
+            password = sys.stdin.readline().rstrip("\r\n")
+        elif sys.stdin.isatty():
+            password = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
+        else:
+            err.print("[red]error:[/] no terminal to ask for the password: use --password-stdin", soft_wrap=True)
+            raise typer.Exit(2)
+    try:
+        migrate()
+        with session_scope() as session:
+            user = get_user(session, name)
+            if clear:
+                clear_password(session, user)
+            else:
+                set_password(session, user, password)
+    except (NotFound, Invalid) as e:
+        err.print(f"[red]error:[/] {e.message}", soft_wrap=True, markup=True)
+        raise typer.Exit(2) from None
+    except SQLAlchemyError as e:  # the message names the error class only: URLs may hold passwords
+        err.print(f"[red]error:[/] cannot use the database ({e.__class__.__name__}); check KERNELRANK_DATABASE_URL "
+                  "or KERNELRANK_DATA_DIR", soft_wrap=True)
+        raise typer.Exit(3) from None
+    err.print(f"password of {name} {'removed' if clear else 'set'}", markup=False)

@@ -1,9 +1,11 @@
 """The database schema (SQLAlchemy 2 declarative models); migrations live in ``migrations/``.
 
-Tables: users and their API tokens (stored hashed), problems and their revisions (definition,
-reference and a secret seed per revision), submissions (code, sha256, language, revision,
-device, mode, status, timestamps), runs (one per submission and kind: ``public`` or ``secret``,
-each with its per-case results) and runners (device, versions, last heartbeat).
+Tables: users (with an optional Argon2 password hash), their API tokens and web sign-in sessions
+(both stored as SHA-256 of a random value), problems (hidden flag, ranking deadline) and their
+revisions (definition, reference and a secret seed per revision), submissions (code, sha256,
+language, revision, device, mode, status, attempt, disqualification, timestamps), runs (one per
+submission, attempt and kind: ``public`` or ``secret``, each with its per-case results) and runners
+(device, versions, last heartbeat).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
     func,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -43,6 +46,8 @@ class User(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
+    #: Argon2id hash (PHC string) of the password; ``None``: no password sign-in.
+    password_hash: Mapped[str | None] = mapped_column(String(255), default=None)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
 
     tokens: Mapped[list["ApiToken"]] = relationship(back_populates="user")
@@ -64,11 +69,32 @@ class ApiToken(Base):
     user: Mapped[User] = relationship(back_populates="tokens")
 
 
+class WebSession(Base):
+    """A browser's sign-in: the cookie holds a random value, only its SHA-256 is stored; it ends at
+    ``expires_at`` or when revoked (sign-out)."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"), index=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+    expires_at: Mapped[dt.datetime] = mapped_column()
+    revoked_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+
+    user: Mapped[User] = relationship()
+
+
 class Problem(Base):
+    """A problem name. ``hidden``: listed and shown to admins only; ``deadline``: leaderboard
+    submissions are taken (and ranked) only before it (``None``: open)."""
+
     __tablename__ = "problems"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
+    hidden: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    deadline: Mapped[dt.datetime | None] = mapped_column(default=None)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
 
     revisions: Mapped[list["ProblemRevision"]] = relationship(back_populates="problem", order_by="ProblemRevision.id")
@@ -95,7 +121,8 @@ class ProblemRevision(Base):
 
 class Submission(Base):
     """A submitted kernel and its verdict. ``score_ns`` and ``ranked`` are set by the control
-    worker when every run of the submission has arrived."""
+    worker when every run of the submission's current ``attempt`` has arrived. A requeue starts a
+    new attempt (older runs stay as history); a disqualified submission is never ranked."""
 
     __tablename__ = "submissions"
 
@@ -115,13 +142,26 @@ class Submission(Base):
     ranked: Mapped[bool] = mapped_column(Boolean, default=False)
     runner: Mapped[str | None] = mapped_column(String(255), default=None)
     progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    #: 1 for the first evaluation, +1 per requeue; runs of older attempts are history.
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    disqualified_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    #: Shown to the author and admins.
+    disqualified_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    disqualified_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), default=None)
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
     started_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
 
-    user: Mapped[User] = relationship()
+    user: Mapped[User] = relationship(foreign_keys=[user_id])
+    disqualified_by: Mapped[User | None] = relationship(foreign_keys=[disqualified_by_id])
     problem_revision: Mapped[ProblemRevision] = relationship()
+    #: Every run of every attempt (see :attr:`current_runs`).
     runs: Mapped[list["Run"]] = relationship(back_populates="submission", order_by="Run.id")
+
+    @property
+    def current_runs(self) -> list["Run"]:
+        """Runs of the current attempt."""
+        return [r for r in self.runs if r.attempt == self.attempt]
 
     __table_args__ = (
         # the leaderboard: ranked entries of one revision and device, by score
@@ -133,14 +173,15 @@ class Submission(Base):
 
 class Run(Base):
     """One evaluation of a submission: ``public`` (every mode) or ``secret`` (leaderboard mode,
-    seeded from the revision's secret). Unique per submission and kind: a redelivered job cannot
-    record a second result."""
+    seeded from the revision's secret). Unique per submission, attempt and kind: a redelivered job
+    cannot record a second result."""
 
     __tablename__ = "runs"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
     kind: Mapped[str] = mapped_column(String(16))
+    attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     status: Mapped[str] = mapped_column(String(16))
     score_ns: Mapped[float | None] = mapped_column(Float, default=None)
     result: Mapped[dict[str, Any]] = mapped_column(JSON)
@@ -150,7 +191,7 @@ class Run(Base):
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
 
-    __table_args__ = (UniqueConstraint("submission_id", "kind", name="uq_runs_submission_kind"),)
+    __table_args__ = (UniqueConstraint("submission_id", "attempt", "kind", name="uq_runs_submission_attempt_kind"),)
 
 
 class Runner(Base):

@@ -14,7 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Submission, User
-from kernelrank.services.problems import current_revision
+from kernelrank.services.problems import get_revision
 
 
 @dataclass(frozen=True)
@@ -28,13 +28,16 @@ class LeaderboardRow:
     submitted_at: dt.datetime
 
 
-def leaderboard(session: Session, problem: str, device: str, limit: int = 100) -> tuple[str, list[LeaderboardRow]]:
-    """``(revision, rows)`` for the current revision of ``problem`` on ``device``.
+def leaderboard(session: Session, problem: str, device: str, limit: int = 100, revision: str | None = None,
+                include_hidden: bool = False) -> tuple[str, list[LeaderboardRow]]:
+    """``(revision, rows)`` for ``problem`` on ``device``: the current revision's ranking, or that
+    of ``revision`` (a hash or a unique prefix of one; every revision keeps its own leaderboard).
 
     Raises:
-        NotFound: unknown problem.
+        NotFound: unknown problem (or hidden, unless ``include_hidden``), unknown revision.
+        Invalid: a malformed or ambiguous revision.
     """
-    rev = current_revision(session, problem)
+    rev = get_revision(session, problem, revision, include_hidden)
     best = (
         select(
             Submission.id,

@@ -4,7 +4,13 @@ Life of a submission: ``queued`` (created, job sent to the device's queue) -> ``
 reported it started) -> a verdict (``passed``, ``failed``, ``error``, ``timeout``,
 ``compile_error``, ``rejected``) once every expected run has been recorded: ``public`` in every
 mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked only when both runs
-passed; its score is the public run's ``score_ns``.
+passed, it was made before the problem's deadline and it is not disqualified; its score is the
+public run's ``score_ns``.
+
+Moderation (admins): :func:`disqualify` takes a submission out of the ranking with a reason its
+author sees (:func:`reinstate` undoes it); :func:`requeue` judges it again as a new *attempt*: the
+runs of older attempts stay as history and never count, the verdict comes from the new attempt's
+runs only (one per kind, as always).
 """
 
 from __future__ import annotations
@@ -20,8 +26,8 @@ from sqlalchemy.orm import Session
 from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.problems import MODES
 from kernelrank.queue import device_class, job_time_limit
-from kernelrank.services import Forbidden, Invalid, NotFound, TooLarge
-from kernelrank.services.problems import current_revision, definition, spec_of
+from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge
+from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 
 FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected")
 LOG_LIMIT = 256 * 1024
@@ -61,8 +67,9 @@ def create_submission(session: Session, user: User, problem: str, device: str, m
     """Validate, store and queue a submission.
 
     Raises:
-        NotFound: unknown problem.
+        NotFound: unknown problem (or hidden, unless ``user`` is an admin).
         Invalid: unknown mode or device, a device no runner serves, empty or non-UTF-8 code.
+        Conflict: leaderboard mode on a problem past its deadline (closed).
         TooLarge: code over ``limit`` bytes.
     """
     if mode not in MODES:
@@ -71,7 +78,10 @@ def create_submission(session: Session, user: User, problem: str, device: str, m
         device_class(device)
     except ValueError as e:
         raise Invalid(str(e)) from None
-    rev = current_revision(session, problem)
+    rev = current_revision(session, problem, include_hidden=sees_hidden(user))
+    if mode == "leaderboard" and not takes_ranked(rev.problem):
+        raise Conflict(f"problem {problem!r} closed at {deadline_of(rev.problem).isoformat()}: leaderboard "
+                       "submissions are no longer taken (test, benchmark and profile runs still are)")
     if device not in served_devices:
         served = ", ".join(sorted(served_devices)) or "none"
         raise Invalid(f"no runner serves device {device!r} now (online: {served})")
@@ -100,6 +110,7 @@ def job_message(sub: Submission, secret_seed: int) -> dict[str, Any]:
         "device": sub.device,
         "runs": ["public", "secret"] if sub.mode == "leaderboard" else ["public"],
         "secret_seed": secret_seed if sub.mode == "leaderboard" else None,
+        "attempt": sub.attempt,
     }
 
 
@@ -114,8 +125,9 @@ def mark_started(session: Session, submission_id: int, runner: str) -> None:
 
 
 def record_run(session: Session, submission_id: int, kind: str, result: dict[str, Any], runner: str) -> bool:
-    """Store one run's result, once: a second delivery of the same (submission, kind) is ignored.
-    Sets the verdict when every expected run is in. Returns whether anything was written.
+    """Store one run's result for the submission's current attempt, once: a second delivery of the
+    same (submission, attempt, kind) is ignored. Sets the verdict when every expected run is in.
+    Returns whether anything was written.
 
     Raises:
         NotFound: unknown submission.
@@ -126,11 +138,12 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
         raise NotFound(f"no submission {submission_id}")
     if kind not in ("public", "secret"):
         raise Invalid(f"unknown run kind {kind!r}")
-    if session.scalar(select(Run.id).where(Run.submission_id == submission_id, Run.kind == kind)) is not None:
+    if session.scalar(select(Run.id).where(Run.submission_id == submission_id, Run.attempt == sub.attempt,
+                                           Run.kind == kind)) is not None:
         return False
     logs = result.pop("logs", {}) or {}
     text = "".join(f"--- {k} ---\n{v}\n" for k, v in logs.items() if v)[:LOG_LIMIT]
-    run = Run(submission_id=submission_id, kind=kind, status=str(result.get("status", "error")),
+    run = Run(submission_id=submission_id, kind=kind, attempt=sub.attempt, status=str(result.get("status", "error")),
               score_ns=result.get("score_ns"), result=result, logs=text, runner=runner[:255])
     try:
         with session.begin_nested():
@@ -143,7 +156,8 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
 
 
 def _finish_if_complete(session: Session, sub: Submission) -> None:
-    runs = {r.kind: r for r in session.scalars(select(Run).where(Run.submission_id == sub.id))}
+    runs = {r.kind: r for r in session.scalars(select(Run).where(Run.submission_id == sub.id,
+                                                                 Run.attempt == sub.attempt))}
     expected = ["public", "secret"] if sub.mode == "leaderboard" else ["public"]
     if not all(k in runs for k in expected):
         sub.status = "running" if sub.status not in FINAL else sub.status
@@ -158,7 +172,8 @@ def _finish_if_complete(session: Session, sub: Submission) -> None:
         sub.status = "passed"
         sub.message = str(public.result.get("message", ""))
     sub.speedup = public.result.get("speedup")
-    sub.ranked = sub.mode == "leaderboard" and not failing and public.score_ns is not None
+    sub.ranked = (sub.mode == "leaderboard" and not failing and public.score_ns is not None
+                  and sub.disqualified_at is None and takes_ranked(sub.problem_revision.problem, sub.created_at))
     sub.score_ns = public.score_ns if sub.ranked else None
     sub.finished_at = utcnow()
 
@@ -167,6 +182,19 @@ def get_submission(session: Session, submission_id: int) -> Submission:
     """Raises: NotFound."""
     sub = session.get(Submission, submission_id)
     if sub is None:
+        raise NotFound(f"no submission {submission_id}")
+    return sub
+
+
+def get_visible_submission(session: Session, submission_id: int, viewer: User | None) -> Submission:
+    """A submission as ``viewer`` may read it: a hidden problem's submissions exist only for
+    their owners and admins.
+
+    Raises:
+        NotFound: no such submission, or one of a hidden problem that ``viewer`` does not own.
+    """
+    sub = get_submission(session, submission_id)
+    if sub.problem_revision.problem.hidden and not can_see_code(viewer, sub):
         raise NotFound(f"no submission {submission_id}")
     return sub
 
@@ -182,19 +210,43 @@ def require_owner(viewer: User, sub: Submission) -> None:
         raise Forbidden("only the owner or an admin may do that")
 
 
-def list_for_user(session: Session, user: User, problem: str | None = None, device: str | None = None,
-                  status: str | None = None, limit: int = 50, offset: int = 0) -> list[Submission]:
-    """A user's submissions, newest first, optionally filtered."""
+def _user_filter(user: User, problem: str | None, device: str | None, status: str | None,
+                 disqualified: bool | None):
     from kernelrank.db.models import Problem, ProblemRevision
 
     q = select(Submission).where(Submission.user_id == user.id)
     if problem:
-        q = q.join(ProblemRevision).join(Problem).where(Problem.name == problem)
+        q = q.join(ProblemRevision, ProblemRevision.id == Submission.problem_revision_id).join(Problem).where(
+            Problem.name == problem)
     if device:
         q = q.where(Submission.device == device)
     if status:
         q = q.where(Submission.status == status)
+    if disqualified is not None:
+        q = q.where(Submission.disqualified_at.is_not(None) if disqualified else Submission.disqualified_at.is_(None))
+    return q
+
+
+def list_for_user(session: Session, user: User, problem: str | None = None, device: str | None = None,
+                  status: str | None = None, limit: int = 50, offset: int = 0,
+                  disqualified: bool | None = None) -> list[Submission]:
+    """"My submissions": ``user``'s submissions, newest first, optionally filtered by problem name,
+    device queue, verdict (``status``) and disqualification."""
+    q = _user_filter(user, problem, device, status, disqualified)
     return list(session.scalars(q.order_by(Submission.created_at.desc(), Submission.id.desc()).limit(limit).offset(offset)))
+
+
+#: The name the brief and the pages use for :func:`list_for_user`.
+list_submissions = list_for_user
+
+
+def count_for_user(session: Session, user: User, problem: str | None = None, device: str | None = None,
+                   status: str | None = None, disqualified: bool | None = None) -> int:
+    """How many submissions :func:`list_for_user` would list without ``limit``/``offset`` (for paging)."""
+    from sqlalchemy import func
+
+    q = _user_filter(user, problem, device, status, disqualified)
+    return session.scalar(select(func.count()).select_from(q.subquery())) or 0
 
 
 def queued_counts(session: Session) -> dict[str, int]:
@@ -204,3 +256,64 @@ def queued_counts(session: Session) -> dict[str, int]:
     rows = session.execute(select(Submission.device, func.count()).where(Submission.status == "queued")
                            .group_by(Submission.device))
     return {d: n for d, n in rows}
+
+
+# -- moderation (admins) --------------------------------------------------------------------------
+def disqualify(session: Session, admin: User, submission_id: int, reason: str) -> Submission:
+    """Take a submission out of the ranking for good, with a ``reason`` shown to its author and
+    admins. Disqualifying again replaces the reason.
+
+    Raises:
+        NotFound: no such submission.
+        Invalid: an empty reason, or one over 2000 characters.
+    """
+    reason = reason.strip()
+    if not reason:
+        raise Invalid("give a reason: the author sees it")
+    if len(reason) > 2000:
+        raise Invalid("the reason is at most 2000 characters")
+    sub = get_submission(session, submission_id)
+    sub.disqualified_at = sub.disqualified_at or utcnow()
+    sub.disqualified_reason = reason
+    sub.disqualified_by_id = admin.id
+    sub.ranked = False
+    session.flush()
+    return sub
+
+
+def reinstate(session: Session, submission_id: int) -> Submission:
+    """Undo :func:`disqualify`: the submission is ranked again if its runs earn it.
+
+    Raises:
+        NotFound: no such submission.
+    """
+    sub = get_submission(session, submission_id)
+    sub.disqualified_at = sub.disqualified_reason = sub.disqualified_by_id = None
+    session.flush()
+    if sub.status in FINAL:
+        _finish_if_complete(session, sub)
+    return sub
+
+
+def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: bool = False) -> Submission:
+    """Judge a submission again: a new attempt on the same revision, device and mode, its job
+    dispatched like a new submission's. Runs of earlier attempts stay stored as history and are
+    never counted; until the new runs are in, the submission is ``queued`` and not ranked.
+
+    A late report of the earlier attempt's job (a runner still working on it) is counted for the
+    new attempt if it comes first, never twice: hence ``force`` for a submission not yet judged.
+
+    Raises:
+        NotFound: no such submission.
+        Conflict: the submission is still queued or running and ``force`` is false.
+    """
+    sub = get_submission(session, submission_id)
+    if sub.status not in FINAL and not force:
+        raise Conflict(f"submission {submission_id} is still {sub.status}; requeue it with force if its job is lost")
+    sub.attempt += 1
+    sub.status, sub.message, sub.score_ns, sub.speedup, sub.ranked = "queued", "", None, None, False
+    sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
+    session.flush()
+    rev = sub.problem_revision
+    dispatch(job_message(sub, rev.secret_seed), sub.device, job_time_limit(definition(rev).budgets.model_dump(), sub.mode))
+    return sub

@@ -39,8 +39,10 @@ def test_a_bad_token_on_a_public_submission_read_is_401(client: TestClient, worl
 
 
 def test_me(client: TestClient, world: World) -> None:
-    assert client.get("/api/v1/me", headers=world.auth("alice")).json() == {"name": "alice", "is_admin": False}
-    assert client.get("/api/v1/me", headers=world.auth("root")).json() == {"name": "root", "is_admin": True}
+    assert client.get("/api/v1/me", headers=world.auth("alice")).json() == {"name": "alice", "is_admin": False,
+                                                                         "has_password": False}
+    assert client.get("/api/v1/me", headers=world.auth("root")).json() == {"name": "root", "is_admin": True,
+                                                                        "has_password": False}
 
 
 def test_only_admins_create_users_and_the_token_works_once_shown(client: TestClient, world: World) -> None:
@@ -52,7 +54,7 @@ def test_only_admins_create_users_and_the_token_works_once_shown(client: TestCli
     body = r.json()
     assert body["name"] == "carol" and body["is_admin"] is False and body["token"].startswith("kr_")
     me = client.get("/api/v1/me", headers={"Authorization": f"Bearer {body['token']}"})
-    assert me.json() == {"name": "carol", "is_admin": False}
+    assert me.json() == {"name": "carol", "is_admin": False, "has_password": False}
 
     assert client.post("/api/v1/users", json={"name": "carol"}, headers=world.auth("root")).status_code == 409
     bad = client.post("/api/v1/users", json={"name": "-bad name"}, headers=world.auth("root"))

@@ -17,7 +17,8 @@ def test_list_shows_every_problem_with_case_counts(client: TestClient, world: Wo
     for item, problem in zip(body, sorted(real_problems, key=lambda p: p.name)):
         d = problem.definition
         assert item == {"name": d.name, "title": d.title, "revision": problem.revision, "tests": len(d.tests),
-                        "benchmarks": {"cpu": len(d.benchmarks["cpu"]), "cuda": len(d.benchmarks["cuda"])}}
+                        "benchmarks": {"cpu": len(d.benchmarks["cpu"]), "cuda": len(d.benchmarks["cuda"])},
+                        "state": "open", "deadline": None}
     for seed in world.seeds.values():
         assert str(seed) not in r.text
 

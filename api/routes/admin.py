@@ -1,0 +1,167 @@
+"""``/api/v1/admin``: problem administration and moderation (admins only: 401 without a token,
+403 for anyone else).
+
+- ``POST /problems``: push a problem (an archive: ``problem.yaml`` + ``reference/``; see
+  :mod:`kernelrank.services.problem_admin`); its reference must pass its own tests.
+- ``POST /problems/{name}/open|close|hide|unhide``: the problem's state.
+- ``POST /submissions/{id}/disqualify|reinstate|requeue``: moderation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Depends, Query, Request, status
+from fastapi.exceptions import RequestValidationError
+from starlette.datastructures import UploadFile
+
+from kernelrank.api.deps import AdminUser, DispatchDep, ReferenceCheckDep, SessionDep, SettingsDep
+from kernelrank.api.routes.submissions import _public
+from kernelrank.api.schemas import (
+    DisqualifyRequest,
+    ProblemCloseRequest,
+    ProblemPushed,
+    ProblemStatePublic,
+    SubmissionPublic,
+)
+from kernelrank.db.models import Problem
+from kernelrank.services import TooLarge, problem_admin, problems, submissions
+
+router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
+
+_ADMIN = {401: {"description": "No valid token"}, 403: {"description": "Not an admin"}}
+#: Bytes of form fields and boundaries besides the archive.
+_ENVELOPE_BYTES = 64 * 1024
+
+_PUSH_FORM = {
+    "type": "object",
+    "required": ["archive"],
+    "properties": {
+        "archive": {"type": "string", "format": "binary",
+                    "description": "tar or tar.gz: problem.yaml at the top, the reference folder under reference/."},
+        "hidden": {"type": "boolean", "default": False, "description": "Create a new problem hidden."},
+    },
+}
+
+
+def _state(row: Problem) -> ProblemStatePublic:
+    return ProblemStatePublic(name=row.name, state=problems.state_of(row), hidden=row.hidden, deadline=row.deadline)
+
+
+@dataclass(frozen=True)
+class ProblemUpload:
+    """A parsed push request: the archive's bytes and whether a new problem starts hidden."""
+
+    archive: bytes
+    hidden: bool
+
+
+async def parse_upload(request: Request, settings: SettingsDep) -> ProblemUpload:
+    """The multipart form of a push: ``archive`` (file), ``hidden`` (optional boolean field).
+
+    Raises:
+        TooLarge: a body or archive over ``settings.max_problem_bytes`` (413).
+        RequestValidationError: not a multipart form, or no ``archive`` file (422).
+    """
+    limit = settings.max_problem_bytes
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit + _ENVELOPE_BYTES:
+        raise TooLarge(f"the upload is {declared} bytes; the limit is {limit} bytes")
+    content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if content_type != "multipart/form-data":
+        raise RequestValidationError([{"type": "missing", "loc": ("body", "archive"), "input": None,
+                                       "msg": "send the problem as multipart/form-data with an 'archive' file"}])
+    async with request.form(max_files=1, max_fields=4) as form:
+        upload = form.get("archive")
+        hidden = str(form.get("hidden") or "").lower() in ("1", "true", "yes", "on")
+        if not isinstance(upload, UploadFile):
+            raise RequestValidationError([{"type": "missing", "loc": ("body", "archive"), "input": None,
+                                           "msg": "Field required: the problem archive as an uploaded file"}])
+        data = await upload.read(limit + 1)  # never more than one byte past the limit
+    if len(data) > limit:
+        raise TooLarge(f"the upload is over the limit of {limit} bytes")
+    return ProblemUpload(data, hidden)
+
+
+@router.post("/problems", response_model=ProblemPushed, status_code=status.HTTP_201_CREATED,
+             summary="Push a problem", openapi_extra={"requestBody": {"required": True, "content": {
+                 "multipart/form-data": {"schema": _PUSH_FORM}}}},
+             responses={**_ADMIN, 409: {"description": "The content belongs to another problem"},
+                        413: {"description": "Over settings.max_problem_bytes, or too many files"},
+                        422: {"description": "Unsafe archive, invalid definition, or a reference that fails "
+                                             "its own tests (the reason is in detail)"}})
+def push_problem(_admin: AdminUser, upload: Annotated[ProblemUpload, Depends(parse_upload)], session: SessionDep,
+                 settings: SettingsDep, check: ReferenceCheckDep) -> ProblemPushed:
+    """Create a problem, or a new revision of one, from an uploaded folder. The definition must
+    validate and the reference must pass its own test cases (the harness, on the CPU, in a
+    subprocess with a time limit: this request takes seconds). New content becomes a new revision
+    with its own leaderboard; older revisions stay readable. Pushing known content makes that
+    revision current again."""
+    result = problem_admin.push_problem(session, upload.archive, settings.max_problem_bytes, check,
+                                        hidden=upload.hidden)
+    return ProblemPushed(name=result.revision.problem.name, revision=result.revision.revision,
+                         new_problem=result.new_problem, new_revision=result.new_revision,
+                         state=problems.state_of(result.revision.problem))
+
+
+@router.post("/problems/{name}/open", response_model=ProblemStatePublic, summary="Open a problem",
+             responses={**_ADMIN, 404: {"description": "Unknown problem"}})
+def open_problem(name: str, _admin: AdminUser, session: SessionDep) -> ProblemStatePublic:
+    """Visible to everyone and taking leaderboard submissions, with no deadline."""
+    return _state(problems.open_problem(session, name))
+
+
+@router.post("/problems/{name}/close", response_model=ProblemStatePublic, summary="Close a problem",
+             responses={**_ADMIN, 404: {"description": "Unknown problem"},
+                        422: {"description": "A deadline without a time zone"}})
+def close_problem(name: str, _admin: AdminUser, session: SessionDep,
+                  body: Annotated[ProblemCloseRequest | None, Body()] = None) -> ProblemStatePublic:
+    """Set the deadline (now when none is given): leaderboard submissions made from then on are
+    refused (409); those made before are still ranked when judged. Test, benchmark and profile
+    runs are still taken."""
+    return _state(problems.close_problem(session, name, body.deadline if body else None))
+
+
+@router.post("/problems/{name}/hide", response_model=ProblemStatePublic, summary="Hide a problem",
+             responses={**_ADMIN, 404: {"description": "Unknown problem"}})
+def hide_problem(name: str, _admin: AdminUser, session: SessionDep) -> ProblemStatePublic:
+    """Not listed, 404 to anyone but admins (its submissions stay readable by id by their owners)."""
+    return _state(problems.hide_problem(session, name, True))
+
+
+@router.post("/problems/{name}/unhide", response_model=ProblemStatePublic, summary="Show a hidden problem",
+             responses={**_ADMIN, 404: {"description": "Unknown problem"}})
+def unhide_problem(name: str, _admin: AdminUser, session: SessionDep) -> ProblemStatePublic:
+    """Visible again (the deadline is unchanged)."""
+    return _state(problems.hide_problem(session, name, False))
+
+
+@router.post("/submissions/{submission_id}/disqualify", response_model=SubmissionPublic,
+             summary="Disqualify a submission",
+             responses={**_ADMIN, 404: {"description": "No such submission"}, 422: {"description": "No reason"}})
+def disqualify(submission_id: int, body: DisqualifyRequest, admin: AdminUser, session: SessionDep) -> SubmissionPublic:
+    """Take the submission out of the ranking; the reason is shown to its author."""
+    sub = submissions.disqualify(session, admin, submission_id, body.reason)
+    return _public(sub, full=True, with_code=False)
+
+
+@router.post("/submissions/{submission_id}/reinstate", response_model=SubmissionPublic,
+             summary="Undo a disqualification",
+             responses={**_ADMIN, 404: {"description": "No such submission"}})
+def reinstate(submission_id: int, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
+    """Ranked again when its runs earn it."""
+    return _public(submissions.reinstate(session, submission_id), full=True, with_code=False)
+
+
+@router.post("/submissions/{submission_id}/requeue", response_model=SubmissionPublic,
+             status_code=status.HTTP_202_ACCEPTED, summary="Requeue a submission",
+             responses={**_ADMIN, 404: {"description": "No such submission"},
+                        409: {"description": "Still queued or running (use force=true if its job is lost)"},
+                        503: {"description": "The job queue is unavailable"}})
+def requeue(submission_id: int, _admin: AdminUser, session: SessionDep, dispatch: DispatchDep,
+            force: Annotated[bool, Query(description="Requeue even while queued or running.")] = False,
+            ) -> SubmissionPublic:
+    """Judge the submission again as a new attempt (older runs stay as history, never counted)."""
+    sub = submissions.requeue(session, submission_id, dispatch, force=force)
+    return _public(sub, full=True, with_code=False)

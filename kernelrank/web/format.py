@@ -1,0 +1,55 @@
+"""Jinja filters of the pages: durations in µs or ms, speedups, roofline figures, UTC dates.
+
+Pure functions over plain numbers, so they are tested without a database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+
+def duration(ns: float | None) -> str:
+    """A time given in nanoseconds, in the unit that reads best: ``"812 ns"``, ``"12.3 µs"``,
+    ``"4.56 ms"`` or ``"1.20 s"``; ``"—"`` for ``None`` or a value that is not finite."""
+    if ns is None or not math.isfinite(ns):
+        return "—"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def speedup(value: float | None) -> str:
+    """Reference time over submission time, e.g. ``"1.52×"``; ``"—"`` when unknown."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value:.3g}×"
+
+
+def rate(value: float | None, unit: str) -> str:
+    """An achieved rate (``TFLOP/s`` or ``GB/s``) with 3 significant digits; ``"—"`` when unknown."""
+    if value is None or not math.isfinite(value):
+        return "—"
+    return f"{value:.3g} {unit}"
+
+
+def when(value: dt.datetime | None) -> str:
+    """A stored time as ``YYYY-MM-DD HH:MM UTC`` (SQLite returns naive UTC, Postgres aware)."""
+    if value is None:
+        return "—"
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc)
+    return value.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def iso(value: dt.datetime | None) -> str:
+    """A stored time in ISO 8601 with its UTC offset (for ``<time datetime=...>``)."""
+    if value is None:
+        return ""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.timezone.utc)
+    return value.isoformat()
+
+
+FILTERS = {"duration": duration, "speedup": speedup, "rate": rate, "when": when, "iso": iso}

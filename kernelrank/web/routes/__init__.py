@@ -1,0 +1,1 @@
+"""The HTML pages, one router per area, each calling the same service functions as the JSON API."""

@@ -1,0 +1,128 @@
+"""Admin pages: push a problem (upload an archive), open / close (with a deadline) / hide
+problems, and moderate submissions (disqualify with a reason, reinstate, requeue).
+
+Every action is a form post checked for the session's CSRF token, and calls the same service
+functions as ``/api/v1/admin/...``. Non-admins get 403; signed-out browsers go to sign-in.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import HTMLResponse, RedirectResponse
+
+from kernelrank.api.deps import DispatchDep, ReferenceCheckDep, SessionDep, SettingsDep
+from kernelrank.db.models import User
+from kernelrank.services import Forbidden, Invalid, TooLarge, problem_admin, problems, submissions
+from kernelrank.web.deps import PageUser, check_csrf, render
+from kernelrank.web.signin import signin_redirect
+
+router = APIRouter(prefix="/admin", include_in_schema=False)
+
+
+def _admin(user: User | None) -> User:
+    """Raises: Forbidden unless an admin is signed in."""
+    if user is None or not user.is_admin:
+        raise Forbidden("only an admin may do that")
+    return user
+
+
+def _deadline(text: str) -> dt.datetime | None:
+    """A ``<input type=datetime-local>`` value, read as UTC; ``None`` when empty (close now).
+
+    Raises:
+        Invalid: not a date and time.
+    """
+    if not text.strip():
+        return None
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise Invalid(f"not a date and time: {text[:40]!r} (use YYYY-MM-DDTHH:MM, UTC)") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+@router.get("", response_class=HTMLResponse)
+def admin_page(request: Request, session: SessionDep, user: PageUser):
+    """Every problem (hidden ones included) with its state and actions, and the push form."""
+    if user is None:
+        return signin_redirect("/admin")
+    _admin(user)
+    rows = [{"rev": rev, "state": problems.state_of(rev.problem), "deadline": problems.deadline_of(rev.problem)}
+            for rev in problems.list_current(session, include_hidden=True)]
+    return render(request, "admin.html", user, problems=rows, pushed=None)
+
+
+@router.post("/problems", response_class=HTMLResponse)
+def push(request: Request, session: SessionDep, settings: SettingsDep, check: ReferenceCheckDep, user: PageUser,
+         archive: UploadFile = File(...), csrf: str = Form(""), hidden: bool = Form(False)):
+    """Create or revise a problem from an uploaded archive (``problem.yaml`` + ``reference/``), after
+    its reference passes its own tests (blocking: this is a sync route, run in a worker thread).
+
+    Raises:
+        TooLarge, Invalid, Conflict: as :func:`kernelrank.services.problem_admin.push_problem`.
+    """
+    _admin(user)
+    check_csrf(request, csrf)
+    data = archive.file.read(settings.max_problem_bytes + 1)
+    if len(data) > settings.max_problem_bytes:
+        raise TooLarge(f"the archive is over {settings.max_problem_bytes} bytes")
+    result = problem_admin.push_problem(session, data, settings.max_problem_bytes, check, hidden=hidden)
+    name = result.revision.problem.name
+    rows = [{"rev": rev, "state": problems.state_of(rev.problem), "deadline": problems.deadline_of(rev.problem)}
+            for rev in problems.list_current(session, include_hidden=True)]
+    return render(request, "admin.html", user, status_code=201, problems=rows,
+                  pushed={"name": name, "revision": result.revision.revision, "new_problem": result.new_problem,
+                          "new_revision": result.new_revision})
+
+
+@router.post("/problems/{name}/{action}")
+def problem_action(name: str, action: str, request: Request, session: SessionDep, user: PageUser,
+                   csrf: str = Form(""), deadline: str = Form("")):
+    """``open``, ``close`` (now, or at ``deadline``), ``hide`` or ``unhide`` a problem.
+
+    Raises:
+        NotFound: unknown problem or action. Invalid: a malformed deadline.
+    """
+    _admin(user)
+    check_csrf(request, csrf)
+    if action == "open":
+        problems.open_problem(session, name)
+    elif action == "close":
+        problems.close_problem(session, name, _deadline(deadline))
+    elif action in ("hide", "unhide"):
+        problems.hide_problem(session, name, hidden=action == "hide")
+    else:
+        raise Invalid(f"unknown action {action!r}: open, close, hide or unhide")
+    return RedirectResponse("/admin", status_code=303)
+
+
+@router.post("/submissions/{submission_id}/{action}")
+def submission_action(submission_id: int, action: str, request: Request, session: SessionDep,
+                      dispatch: DispatchDep, user: PageUser, csrf: str = Form(""), reason: str = Form(""),
+                      force: bool = Form(False)):
+    """``disqualify`` (with a reason shown to the author), ``reinstate`` or ``requeue`` a submission.
+
+    Raises:
+        NotFound: unknown submission. Invalid: empty reason, unknown action. Conflict: requeue of a
+            submission still queued or running without ``force``.
+    """
+    admin = _admin(user)
+    check_csrf(request, csrf)
+    if action == "disqualify":
+        submissions.disqualify(session, admin, submission_id, reason)
+    elif action == "reinstate":
+        submissions.reinstate(session, submission_id)
+    elif action == "requeue":
+        submissions.requeue(session, submission_id, dispatch, force=force)
+    else:
+        raise Invalid(f"unknown action {action!r}: disqualify, reinstate or requeue")
+    return RedirectResponse(f"/submissions/{submission_id}", status_code=303)
+
+
+@router.get("/go")
+def go_to_submission(id: int, user: PageUser):
+    """The moderation form's jump to a submission page."""
+    _admin(user)
+    return RedirectResponse(f"/submissions/{id}", status_code=303)

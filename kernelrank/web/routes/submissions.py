@@ -1,0 +1,113 @@
+"""Submission pages: submitting through a form, one submission (its status updating live while
+it is queued or running), and "My submissions" with filters.
+
+Live status: the page polls ``/submissions/{id}/live`` (the same HTML fragment the page renders,
+built by the server for the viewer) once a second with a small script, and swaps it in, until
+the verdict arrives. Code, logs, full error messages and the profile table follow the JSON API's
+rule (:func:`kernelrank.services.submissions.can_see_code`: the owner and admins).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from kernelrank.api.deps import DispatchDep, SessionDep, SettingsDep
+from kernelrank.api.routes.submissions import _public as public_view
+from kernelrank.problems import MODES
+from kernelrank.services import Invalid, TooLarge, problems, runners, submissions
+from kernelrank.services.submissions import FINAL
+from kernelrank.web.deps import PageUser, check_csrf, render
+from kernelrank.web.signin import signin_redirect
+
+router = APIRouter(include_in_schema=False)
+
+#: Rows per page of "My submissions".
+PAGE_SIZE = 50
+STATUSES = ("queued", "running", "passed", "failed", "error", "timeout", "compile_error", "rejected")
+
+
+def _view(session, sub, user) -> dict[str, Any]:
+    full = submissions.can_see_code(user, sub)
+    return {"sub": public_view(sub, full=full, with_code=full), "full": full, "final": sub.status in FINAL,
+            "id": sub.id}
+
+
+@router.post("/problems/{name}/submit")
+async def submit(name: str, request: Request, session: SessionDep, settings: SettingsDep,
+                 dispatch: DispatchDep, user: PageUser):
+    """Store a kernel from the problem page's form and queue it, like ``POST /api/v1/submissions``;
+    then show the new submission's page.
+
+    Raises:
+        Forbidden: a missing or wrong CSRF token.
+        Invalid, TooLarge, NotFound: as :func:`kernelrank.services.submissions.create_submission`.
+    """
+    if user is None:
+        return signin_redirect(f"/problems/{name}")
+    limit = settings.max_code_bytes
+    try:  # pasted code is a form field: the parser refuses fields over max_part_size
+        form = await request.form(max_files=1, max_fields=8, max_part_size=limit + 1024)
+    except StarletteHTTPException as e:
+        if "maximum size" in str(e.detail):
+            raise TooLarge(f"submission is over the limit of {limit} bytes") from None
+        raise Invalid(f"malformed form: {e.detail}") from None
+    try:
+        check_csrf(request, str(form.get("csrf") or ""))
+        device, mode = str(form.get("device") or "cpu"), str(form.get("mode") or "leaderboard")
+        upload, pasted = form.get("file"), str(form.get("code") or "")
+        raw, filename = b"", "submission.py"
+        if isinstance(upload, UploadFile) and upload.filename:
+            raw = await upload.read(limit + 1)
+            filename = upload.filename
+        elif pasted.strip():
+            raw = pasted.replace("\r\n", "\n").encode("utf-8", "surrogatepass")
+    finally:
+        await form.close()
+    if not raw.strip():
+        raise Invalid("choose a kernel file or paste its code")
+    if len(raw) > limit:
+        raise TooLarge(f"submission is over the limit of {limit} bytes")
+    sub = submissions.create_submission(
+        session, user, name, device, mode, raw, filename[:255],
+        runners.served_devices(session, settings.runner_online_seconds), limit, dispatch)
+    return RedirectResponse(f"/submissions/{sub.id}", status_code=303)
+
+
+@router.get("/submissions/{submission_id}", response_class=HTMLResponse)
+def submission_page(submission_id: int, request: Request, session: SessionDep, user: PageUser):
+    """Status (live until the verdict), per-case correctness and timing, roofline, speedup,
+    profile table; code and logs for the owner and admins."""
+    sub = submissions.get_submission(session, submission_id)
+    return render(request, "submission.html", user, **_view(session, sub, user))
+
+
+@router.get("/submissions/{submission_id}/live", response_class=HTMLResponse)
+def submission_live(submission_id: int, request: Request, session: SessionDep, user: PageUser):
+    """The status-and-results fragment of a submission page, for the page's polling script."""
+    sub = submissions.get_submission(session, submission_id)
+    response = render(request, "_submission_live.html", user, **_view(session, sub, user))
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+@router.get("/me/submissions", response_class=HTMLResponse)
+def my_submissions(request: Request, session: SessionDep, user: PageUser, problem: str = "", device: str = "",
+                   status: str = "", page: int = 1):
+    """The signed-in user's submissions, newest first, filtered by problem, device and verdict,
+    :data:`PAGE_SIZE` per page."""
+    if user is None:
+        return signin_redirect("/me/submissions")
+    page = max(1, page)
+    if status and status not in STATUSES:
+        raise Invalid(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
+    rows = submissions.list_for_user(session, user, problem=problem[:64] or None, device=device[:64] or None,
+                                     status=status or None, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
+    names = [rev.problem.name for rev in problems.list_current(session)]
+    return render(request, "my_submissions.html", user, rows=rows[:PAGE_SIZE], more=len(rows) > PAGE_SIZE,
+                  page=page, problems=names, statuses=STATUSES, modes=MODES,
+                  filters={"problem": problem, "device": device, "status": status})

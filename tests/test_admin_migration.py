@@ -1,0 +1,61 @@
+"""Migration 0002 (accounts and administration) over a database that already holds data at 0001:
+rows survive with the new columns' defaults, the new unique rule on runs holds, and it downgrades."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+
+def _alembic(url: str):
+    from alembic.config import Config
+
+    from kernelrank.settings import PROJECT_ROOT
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
+    cfg.set_main_option("sqlalchemy.url", url)
+    return cfg
+
+
+def test_0002_keeps_existing_rows_and_downgrades(tmp_path: Path) -> None:
+    from alembic import command
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    cfg = _alembic(url)
+    command.upgrade(cfg, "0001")
+    engine = sa.create_engine(url)
+    with engine.begin() as c:
+        c.execute(sa.text("INSERT INTO users (id, name, is_admin) VALUES (1, 'alice', 0)"))
+        c.execute(sa.text("INSERT INTO problems (id, name) VALUES (1, 'double')"))
+        c.execute(sa.text("INSERT INTO problem_revisions (id, problem_id, revision, definition, reference_source, "
+                          "templates, secret_seed, is_current) VALUES (1, 1, 'abc', '{}', '', '{}', 7, 1)"))
+        c.execute(sa.text("INSERT INTO submissions (id, user_id, problem_revision_id, device, mode, language, filename, "
+                          "code, code_sha256, status, message, ranked, progress) VALUES "
+                          "(1, 1, 1, 'cpu', 'leaderboard', 'pytorch', 'k.py', 'x', 'h', 'passed', '', 1, '{}')"))
+        c.execute(sa.text("INSERT INTO runs (submission_id, kind, status, result, logs) VALUES "
+                          "(1, 'public', 'passed', '{}', ''), (1, 'secret', 'passed', '{}', '')"))
+
+    command.upgrade(cfg, "head")
+    with engine.begin() as c:
+        assert c.execute(sa.text("SELECT attempt, disqualified_at, ranked FROM submissions")).one() == (1, None, 1)
+        assert c.execute(sa.text("SELECT hidden, deadline FROM problems")).one() == (0, None)
+        assert c.execute(sa.text("SELECT password_hash FROM users")).one() == (None,)
+        assert [r[0] for r in c.execute(sa.text("SELECT attempt FROM runs"))] == [1, 1]
+        # a second attempt may hold its own public run; the same attempt may not
+        c.execute(sa.text("INSERT INTO runs (submission_id, kind, attempt, status, result, logs) VALUES "
+                          "(1, 'public', 2, 'passed', '{}', '')"))
+    with pytest.raises(sa.exc.IntegrityError), engine.begin() as c:
+        c.execute(sa.text("INSERT INTO runs (submission_id, kind, attempt, status, result, logs) VALUES "
+                          "(1, 'public', 2, 'passed', '{}', '')"))
+
+    with engine.begin() as c:  # 0001's rule (one run per kind) cannot hold two attempts' runs
+        c.execute(sa.text("DELETE FROM runs WHERE attempt = 2"))
+    command.downgrade(cfg, "0001")
+    with engine.begin() as c:
+        assert "attempt" not in {col["name"] for col in sa.inspect(c).get_columns("runs")}
+        assert "web_sessions" not in sa.inspect(c).get_table_names()
+        assert c.execute(sa.text("SELECT count(*) FROM runs")).scalar() == 2
+    engine.dispose()
