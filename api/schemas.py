@@ -150,6 +150,8 @@ class SubmissionPublic(_UtcTimes):
     progress: dict[str, Any]
     attempt: int = Field(default=1, description="1, plus one per requeue; ``runs`` are this attempt's.")
     disqualified: bool = False
+    needs_review: bool = False
+    review_reason: str | None = None
     disqualified_reason: str | None = Field(default=None, description="For the author and admins only.")
     runs: list[RunPublic]
     code: str | None
@@ -167,6 +169,8 @@ class LeaderboardRowPublic(_UtcTimes):
     speedup: float | None = Field(description="Reference time over submission time (geometric means).")
     language: str
     submitted_at: dt.datetime
+    needs_review: bool = Field(default=False, description="Marked for an admin's review: a speedup beyond the "
+                                                          "problem's review bound. Shown until an admin clears it.")
 
 
 class LeaderboardPublic(BaseModel):

@@ -4,7 +4,7 @@
 - ``POST /problems``: push a problem (an archive: ``problem.yaml`` + ``reference/``; see
   :mod:`kernelrank.services.problem_admin`); its reference must pass its own tests.
 - ``POST /problems/{name}/open|close|hide|unhide``: the problem's state.
-- ``POST /submissions/{id}/disqualify|reinstate|requeue``: moderation.
+- ``POST /submissions/{id}/disqualify|reinstate|requeue|clear-review``: moderation.
 """
 
 from __future__ import annotations
@@ -144,6 +144,16 @@ def disqualify(submission_id: int, body: DisqualifyRequest, admin: AdminUser, se
     """Take the submission out of the ranking; the reason is shown to its author."""
     sub = submissions.disqualify(session, admin, submission_id, body.reason)
     return _public(sub, full=True, with_code=False)
+
+
+@router.post("/submissions/{submission_id}/clear-review", response_model=SubmissionPublic,
+             summary="Clear a submission's review mark",
+             responses={**_ADMIN, 404: {"description": "No such submission"},
+                        409: {"description": "Not marked for review"}})
+def clear_review(submission_id: int, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
+    """An admin checked a submission marked for review (a speedup beyond its problem's bound) and
+    found it sound: the mark leaves the leaderboard."""
+    return _public(submissions.clear_review(session, submission_id), full=True, with_code=False)
 
 
 @router.post("/submissions/{submission_id}/reinstate", response_model=SubmissionPublic,

@@ -36,6 +36,7 @@ def get_leaderboard(
     return LeaderboardPublic(
         problem=problem, device=device, revision=rev,
         rows=[LeaderboardRowPublic(rank=r.rank, user=r.user, submission_id=r.submission_id, score_ns=r.score_ns,
-                                   speedup=r.speedup, language=r.language, submitted_at=r.submitted_at)
+                                   speedup=r.speedup, language=r.language, submitted_at=r.submitted_at,
+                                   needs_review=r.needs_review)
               for r in rows],
     )

@@ -213,6 +213,7 @@ def _public(sub: Submission, full: bool, with_code: bool) -> SubmissionPublic:
         started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
         attempt=sub.attempt, disqualified=sub.disqualified_at is not None,
         disqualified_reason=sub.disqualified_reason if full else None,
+        needs_review=sub.needs_review, review_reason=sub.review_reason,
         runs=[RunPublic(kind=r.kind, attempt=r.attempt, status=r.status, score_ns=r.score_ns,
                         result=_public_result(r.result, full))
               for r in runs],

@@ -3,7 +3,8 @@ moderation, and one's own API tokens.
 
 - ``kernelrank problems push problems/NAME [--reference DIR] [--hidden]``
 - ``kernelrank problems open|close|hide|unhide NAME [--deadline ISO-8601]``
-- ``kernelrank admin disqualify ID --reason TEXT``, ``admin reinstate ID``, ``admin requeue ID [--force]``
+- ``kernelrank admin disqualify ID --reason TEXT``, ``admin reinstate ID``, ``admin requeue ID [--force]``,
+  ``admin clear-review ID``
 - ``kernelrank tokens list``, ``tokens create [NAME]``, ``tokens revoke ID``
 
 Server and token resolve as for ``submit`` (flags, ``KERNELRANK_SERVER``/``KERNELRANK_TOKEN``, the
@@ -139,6 +140,14 @@ def disqualify_command(
     """Take submission ID out of the ranking, with a reason its author sees."""
     answer = _call(server, token, "POST", f"/admin/submissions/{submission}/disqualify", json={"reason": reason})
     _print(answer, as_json, f"submission #{submission} disqualified ({answer.get('user')}, {answer.get('problem')})")
+
+
+@admin_app.command("clear-review")
+def clear_review_command(submission: Annotated[int, typer.Argument(help="Submission id.")],
+                         server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+    """Clear the review mark of submission ID (a speedup beyond its problem's bound, checked and sound)."""
+    answer = _call(server, token, "POST", f"/admin/submissions/{submission}/clear-review")
+    _print(answer, as_json, f"submission #{submission}: review mark cleared")
 
 
 @admin_app.command("reinstate")

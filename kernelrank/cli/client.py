@@ -314,7 +314,7 @@ def leaderboard_table(board: dict[str, Any]) -> Any:
         table.add_column(col, justify="right" if col in ("rank", "score", "speedup") else "left")
     for row in board.get("rows") or []:
         speedup = row.get("speedup")
-        table.add_row(str(row.get("rank")), str(row.get("user")), format_ns(row.get("score_ns")),
+        table.add_row(str(row.get("rank")), str(row.get("user")) + (" [yellow](under review)[/]" if row.get("needs_review") else ""), format_ns(row.get("score_ns")),
                       "-" if speedup is None else f"{speedup:.2f}x", str(row.get("language") or "-"),
                       _when(row.get("submitted_at")))
     return table

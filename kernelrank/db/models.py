@@ -141,6 +141,9 @@ class Submission(Base):
     speedup: Mapped[float | None] = mapped_column(Float, default=None)
     ranked: Mapped[bool] = mapped_column(Boolean, default=False)
     runner: Mapped[str | None] = mapped_column(String(255), default=None)
+    #: a speedup beyond the problem's ``review_speedup``: listed with a mark until an admin clears it
+    needs_review: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
+    review_reason: Mapped[str | None] = mapped_column(Text, default=None)
     progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     #: 1 for the first evaluation, +1 per requeue; runs of older attempts are history.
     attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

@@ -26,6 +26,8 @@ class LeaderboardRow:
     speedup: float | None
     language: str
     submitted_at: dt.datetime
+    #: marked for an admin's review (a speedup beyond the problem's bound), shown as such
+    needs_review: bool = False
 
 
 def leaderboard(session: Session, problem: str, device: str, limit: int = 100, revision: str | None = None,
@@ -46,6 +48,7 @@ def leaderboard(session: Session, problem: str, device: str, limit: int = 100, r
             Submission.speedup,
             Submission.language,
             Submission.created_at,
+            Submission.needs_review,
             func.row_number().over(
                 partition_by=Submission.user_id,
                 order_by=(Submission.score_ns.asc(), Submission.created_at.asc(), Submission.id.asc()),
@@ -62,7 +65,7 @@ def leaderboard(session: Session, problem: str, device: str, limit: int = 100, r
         .limit(limit)
     )
     rows = [
-        LeaderboardRow(i + 1, r.name, r.id, r.score_ns, r.speedup, r.language, r.created_at)
+        LeaderboardRow(i + 1, r.name, r.id, r.score_ns, r.speedup, r.language, r.created_at, bool(r.needs_review))
         for i, r in enumerate(session.execute(q))
     ]
     return rev.revision, rows

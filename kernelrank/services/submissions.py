@@ -7,6 +7,10 @@ mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked on
 passed, it was made before the problem's deadline and it is not disqualified; its score is the
 public run's ``score_ns``.
 
+A passing run whose speedup is beyond the problem's ``review_speedup`` marks the submission
+``needs_review``: it is ranked, shown with the mark, until an admin clears it (:func:`clear_review`)
+or disqualifies it.
+
 Moderation (admins): :func:`disqualify` takes a submission out of the ranking with a reason its
 author sees (:func:`reinstate` undoes it); :func:`requeue` judges it again as a new *attempt*: the
 runs of older attempts stay as history and never count, the verdict comes from the new attempt's
@@ -172,6 +176,9 @@ def _finish_if_complete(session: Session, sub: Submission) -> None:
         sub.status = "passed"
         sub.message = str(public.result.get("message", ""))
     sub.speedup = public.result.get("speedup")
+    flagged = [runs[k] for k in expected if runs[k].result.get("needs_review")]
+    sub.needs_review = bool(flagged) and not failing
+    sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None
     sub.ranked = (sub.mode == "leaderboard" and not failing and public.score_ns is not None
                   and sub.disqualified_at is None and takes_ranked(sub.problem_revision.problem, sub.created_at))
     sub.score_ns = public.score_ns if sub.ranked else None
@@ -278,6 +285,20 @@ def disqualify(session: Session, admin: User, submission_id: int, reason: str) -
     sub.disqualified_by_id = admin.id
     sub.ranked = False
     session.flush()
+    return sub
+
+
+def clear_review(session: Session, submission_id: int) -> Submission:
+    """An admin looked at a submission marked for review (a speedup beyond its problem's
+    ``review_speedup``) and found it sound: the mark leaves the leaderboard.
+
+    Raises:
+        NotFound: unknown submission. Conflict: the submission is not marked for review.
+    """
+    sub = get_submission(session, submission_id)
+    if not sub.needs_review:
+        raise Conflict(f"submission {submission_id} is not marked for review")
+    sub.needs_review, sub.review_reason = False, None
     return sub
 
 

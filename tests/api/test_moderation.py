@@ -117,3 +117,28 @@ def test_requeue_needs_an_admin(client: TestClient, world: World, dispatched: Re
     assert client.post(f"/api/v1/admin/submissions/{sid}/requeue", headers=world.auth("alice")).status_code == 403
     assert client.post("/api/v1/admin/submissions/9999/requeue", headers=world.auth("root")).status_code == 404
     assert len(dispatched.calls) == 1
+
+
+def test_a_speedup_past_the_review_bound_is_marked_until_an_admin_clears_it(
+        client: TestClient, world: World) -> None:
+    sid = submit(client, world.tokens["alice"], "softmax").json()["id"]
+    flagged = dict(passed_result(100.0), needs_review=True,
+                   review_reason="speedup 80.0x over the reference is beyond this problem's review bound of 20x")
+    record(sid, "public", flagged)
+    record(sid, "secret", passed_result(101.0))
+    honest = ranked_submission(client, world, "bob", 900.0)
+    rows = client.get("/api/v1/leaderboards/softmax/cpu").json()["rows"]
+    assert [(r["submission_id"], r["needs_review"]) for r in rows] == [(sid, True), (honest, False)]
+    shown = client.get(f"/api/v1/submissions/{sid}").json()
+    assert shown["needs_review"] is True and "review bound" in shown["review_reason"]
+    page = client.get("/problems/softmax")
+    assert page.status_code == 200 and page.text.count("under review") == 1
+
+    url = f"/api/v1/admin/submissions/{sid}/clear-review"
+    assert client.post(url, headers=world.auth("alice")).status_code == 403
+    r = client.post(url, headers=world.auth("root"))
+    assert r.status_code == 200 and r.json()["needs_review"] is False and r.json()["ranked"] is True
+    assert client.post(url, headers=world.auth("root")).status_code == 409  # nothing left to clear
+    rows = client.get("/api/v1/leaderboards/softmax/cpu").json()["rows"]
+    assert [(r["submission_id"], r["needs_review"]) for r in rows] == [(sid, False), (honest, False)]
+    assert "under review" not in client.get("/problems/softmax").text

@@ -114,10 +114,12 @@ def submission_action(submission_id: int, action: str, request: Request, session
         submissions.disqualify(session, admin, submission_id, reason)
     elif action == "reinstate":
         submissions.reinstate(session, submission_id)
+    elif action == "clear-review":
+        submissions.clear_review(session, submission_id)
     elif action == "requeue":
         submissions.requeue(session, submission_id, dispatch, force=force)
     else:
-        raise Invalid(f"unknown action {action!r}: disqualify, reinstate or requeue")
+        raise Invalid(f"unknown action {action!r}: disqualify, reinstate, requeue or clear-review")
     return RedirectResponse(f"/submissions/{submission_id}", status_code=303)
 
 

@@ -46,6 +46,7 @@ class BoardRow:
     submitted_at: dt.datetime
     tflops: float | None
     gbps: float | None
+    needs_review: bool = False
 
 
 def visible_revisions(session: Session, user: User | None) -> list[ProblemRevision]:
@@ -108,7 +109,7 @@ def problem_page(name: str, request: Request, session: SessionDep, settings: Set
         for r in rows:
             head = headline_case(results.get(r.submission_id, {})) or {}
             out.append(BoardRow(r.rank, r.user, r.submission_id, r.score_ns, r.speedup, r.language,
-                                r.submitted_at, head.get("tflops"), head.get("gbps")))
+                                r.submitted_at, head.get("tflops"), head.get("gbps"), r.needs_review))
         cls = device_class(device)
         shown.append({"device": device, "rows": out, "headline": case_label(d.benchmarks[cls][0])})
     served = sorted(runners.served_devices(session, settings.runner_online_seconds))
