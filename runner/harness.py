@@ -63,10 +63,14 @@ Event = Callable[[dict[str, Any]], None]
 #: Judge-side timing. Each timed call is one small request (``go``) carrying no data: the judge's
 #: clock from handing it to the socket to the first byte of the answer (the *window*) holds the
 #: call and a fixed overhead (two socket hops, the child's bookkeeping). The reference, whose code
-#: is trusted, calibrates that overhead per case (its median of window - claim). A submission's
+#: is trusted, calibrates that overhead per case: the :data:`OVERHEAD_QUANTILE` quantile of its
+#: window - claim, low so that load while the reference was timed does not widen it. A submission's
 #: call then counts as ``max(claim, window - overhead - WALL_JITTER_NS)``: a claim shorter than the
 #: judge saw buys at most the jitter allowance.
 WALL_JITTER_NS = 30_000
+OVERHEAD_QUANTILE = 0.1
+#: Largest overhead allowance whatever the reference measured (an idle machine: about 0.1 ms).
+OVERHEAD_CAP_NS = 500_000
 #: CPU time per call that threads the submission started may use outside its calls' windows
 #: (median over calls; idle library threads spinning down use microseconds).
 FOREIGN_CPU_NS = 1_000_000
@@ -487,7 +491,7 @@ class _Evaluation:
                     raise RuntimeError(f"the reference fails its own check on {case.label()}: {timed.result.message}")
                 stats = summarize(timed.claims)
                 measured[case_key(case.params)] = ReferenceTiming(
-                    stats.mean_ns, max(0.0, statistics.median(timed.unexplained())),
+                    stats.mean_ns, max(0.0, _quantile(timed.unexplained(), OVERHEAD_QUANTILE)),
                     outside_cpu_ns=_median(timed.outside), main_overhead_ns=_median(timed.main_unexplained()))
         except (ChildTimeout, ChildDied, ProtocolViolation, _Verdict) as e:
             raise RuntimeError(f"timing the reference failed: {e}; logs: {child.logs()}") from e
@@ -587,12 +591,20 @@ def judged_times(claims: list[int], windows: list[int], overhead_ns: float) -> l
     ones, as ``torch.utils.benchmark.Timer`` would take them); a claim the judge's clock does not
     support is replaced by the judge's figure.
     """
-    allowance = overhead_ns + WALL_JITTER_NS
+    allowance = min(overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
     return [float(max(c, w - allowance)) for c, w in zip(claims, windows)]
 
 
 def _median(xs: list[int]) -> float:
     return float(statistics.median(xs)) if xs else 0.0
+
+
+def _quantile(xs: list[int], q: float) -> float:
+    """The ``q`` quantile of ``xs`` (nearest rank, 0 for none)."""
+    if not xs:
+        return 0.0
+    ordered = sorted(xs)
+    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
 
 
 def foreign_outside(foreign: list[int]) -> float:
@@ -608,7 +620,7 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
 
     Each timed call is its own ``go`` request carrying no data, so the judge's window around it
     holds the call plus a fixed overhead, which the reference (trusted code, same path) measured
-    as ``ref.overhead_ns`` (median of window - claim). A claim longer than its window is
+    as ``ref.overhead_ns`` (a low quantile of window - claim). A claim longer than its window is
     impossible and rejects the run (checked as the calls come). Two gross lies reject the run:
 
     - a clock that lies: the :data:`WALL_QUANTILE` quantile of window - claim beyond twice the
@@ -627,7 +639,7 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
     unexplained = sorted(timed.unexplained())
     low = unexplained[min(n - 1, int(WALL_QUANTILE * n))] if n else 0
     allowed = 2 * ref.overhead_ns + WALL_SLACK_NS
-    allowance = ref.overhead_ns + WALL_JITTER_NS
+    allowance = min(ref.overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
     replaced = sum(1 for u in unexplained if u > allowance)
     foreign = foreign_outside(timed.foreign)
     claimed_mean = statistics.fmean(timed.claims) if n else 0.0

@@ -27,8 +27,8 @@ class ReferenceTiming:
     """The reference's figures on one case (ns), which calibrate the judge-side timing of
     submissions (:func:`kernelrank.runner.harness.judged_times`).
 
-    ``mean_ns``: mean claimed time per call. ``overhead_ns``: median over its timed calls of the
-    judge's window less the claim. ``outside_cpu_ns``: median over its timed calls of the CPU time
+    ``mean_ns``: mean claimed time per call. ``overhead_ns``: the 10th percentile over its timed
+    calls of the judge's window less the claim. ``outside_cpu_ns``: median over its timed calls of the CPU time
     its process used between the end of one call's window and the start of the next (taking the
     next inputs in, handing the output over), shown next to submissions' for comparison.
     ``main_overhead_ns``: median over its timed calls of the CPU time the child's main thread

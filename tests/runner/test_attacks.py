@@ -287,15 +287,19 @@ class _Canaries:
 
 
 def _neutralised_problems(attack: dict) -> list[str]:
-    """A passing timing attack did not buy time: on every benchmark case the judge replaced the
-    claims on at least half of the calls, and the case's time is no less than the claims'."""
+    """A passing timing attack did not buy time: on every benchmark case the judge's figures
+    replaced the claims on at least half of the calls, and the case's mean is no less than the
+    judge's windows less the reference's overhead and the jitter allowance."""
+    from kernelrank.runner.harness import OVERHEAD_CAP_NS, WALL_JITTER_NS
+
     found = []
     for case in attack.get("cases", []):
         if case.get("kind") != "benchmark":
             continue
         wall, timing = case.get("wall_check") or {}, case.get("timing") or {}
-        if wall.get("replaced_calls", 0) * 2 < wall.get("calls", 1) or timing.get("mean_ns", 0) < wall.get(
-                "claimed_mean_ns", float("inf")):
+        allowance = min(wall.get("overhead_ns", 0), OVERHEAD_CAP_NS) + WALL_JITTER_NS
+        floor = wall.get("window_mean_ns", float("inf")) - allowance
+        if wall.get("replaced_calls", 0) * 2 < wall.get("calls", 1) or timing.get("mean_ns", 0) < floor - 1:
             found.append(f"the attack PASSED and its claims counted on {case.get('label')}: {wall}")
     return found
 
