@@ -363,6 +363,13 @@ def main(argv: list[str]) -> int:
         print(json.dumps(probe_report(plan)))
         return 0
     fd, device, threads, plan = int(argv[1]), argv[2], int(argv[3]), Plan.from_json(argv[4])
+    return serve(fd, device, threads, plan)
+
+
+def serve(fd: int, device: str, threads: int, plan: Plan) -> int:
+    """Isolate this process as planned, connect the channel on ``fd``, serve until ``exit`` or
+    the channel closes; the process's exit status. Run by ``main`` in a fresh interpreter, or by
+    :mod:`kernelrank.runner.zygote` in a process forked with torch already imported."""
     try:
         enter(plan)
     except OSError as e:

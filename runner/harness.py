@@ -108,6 +108,8 @@ class EvalOptions:
         limits: resource limits of the child (:class:`~kernelrank.runner.limits.SandboxLimits`).
         hidden_paths: folders covered in the child's view besides the judge's home and the job
             folders' parent (e.g. the service's data folder).
+        zygote: a :class:`~kernelrank.runner.zygote.Zygote` to fork children from (warm start:
+            torch already imported); ``None`` or one for another device starts each child cold.
     """
 
     threads: int = 0
@@ -120,6 +122,7 @@ class EvalOptions:
     require_network_isolation: bool = False
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     hidden_paths: tuple[Path, ...] = ()
+    zygote: Any = None
 
 
 class _Verdict(Exception):
@@ -276,7 +279,7 @@ class _Evaluation:
             isolation.prepare_precompiled_header()
         return SubmissionProcess(source, self.device, self.threads, scratch_dir=self.options.scratch_dir,
                                  log_limit=self.options.log_limit, method=self.method, limits=self.limits,
-                                 hidden=self.options.hidden_paths)
+                                 hidden=self.options.hidden_paths, zygote=self.options.zygote)
 
     def _load(self, child: SubmissionProcess) -> dict[str, Any]:
         """Wait for the child's isolation, check it, load the submission, take the baseline of

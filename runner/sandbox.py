@@ -147,11 +147,14 @@ class SubmissionProcess:
         method: isolation method (see :func:`kernelrank.runner.isolation.choose`).
         limits: resolved resource limits (:meth:`kernelrank.runner.limits.SandboxLimits.resolved`).
         hidden: extra folders covered in the child's view (e.g. the service's data folder).
+        zygote: a running :class:`~kernelrank.runner.zygote.Zygote` for this device and thread
+            count: the child is forked from it (torch already imported) instead of started cold.
     """
 
     def __init__(self, source: str, device: str, threads: int, scratch_dir: Path | None = None,
                  log_limit: int = 64 * 1024, max_message_bytes: int = 1 << 32, method: str = "none",
-                 limits: dict[str, int | None] | None = None, hidden: tuple[Path, ...] = ()):
+                 limits: dict[str, int | None] | None = None, hidden: tuple[Path, ...] = (),
+                 zygote: Any = None):
         if scratch_dir is not None:
             scratch_dir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="kr-job-", dir=scratch_dir))
@@ -167,22 +170,31 @@ class SubmissionProcess:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.max_message_bytes = max_message_bytes
         self.channel = Channel(parent_sock, max_message_bytes=max_message_bytes)
+        env = child_environment(Path(self.plan.workdir), device, threads)
+        self.warm = zygote is not None and zygote.matches(device, threads)
         try:
-            self.proc = subprocess.Popen(
-                isolation.child_command(self.plan, str(child_sock.fileno()), device, str(threads)),
-                cwd=self.workdir,
-                env=child_environment(Path(self.plan.workdir), device, threads),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                pass_fds=(child_sock.fileno(),),
-                start_new_session=True,
-            )
+            if self.warm:
+                out_r, out_w = os.pipe()
+                err_r, err_w = os.pipe()
+                try:
+                    self.proc: Any = zygote.spawn(str(self.workdir), env, device, threads, self.plan.to_json(),
+                                                  child_sock.fileno(), out_w, err_w)
+                finally:
+                    os.close(out_w)
+                    os.close(err_w)
+                stdout, stderr = os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb")
+            else:
+                self.proc = subprocess.Popen(
+                    isolation.child_command(self.plan, str(child_sock.fileno()), device, str(threads)),
+                    cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE, pass_fds=(child_sock.fileno(),), start_new_session=True,
+                )
+                assert self.proc.stdout is not None and self.proc.stderr is not None  # created by PIPE above
+                stdout, stderr = self.proc.stdout, self.proc.stderr
         finally:
             child_sock.close()
-        assert self.proc.stdout is not None and self.proc.stderr is not None  # created by PIPE above
-        self.stdout = BoundedLog(self.proc.stdout, log_limit)
-        self.stderr = BoundedLog(self.proc.stderr, log_limit)
+        self.stdout = BoundedLog(stdout, log_limit)
+        self.stderr = BoundedLog(stderr, log_limit)
         self.closed = False
         self.answer_ns = 0
         self.span_ns = 0

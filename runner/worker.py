@@ -153,7 +153,8 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
                               isolation=settings.runner_isolation,
                               require_network_isolation=(job["mode"] == "leaderboard"
                                                          and not settings.runner_allow_unisolated_network),
-                              hidden_paths=(settings.data_dir.resolve(),))
+                              hidden_paths=(settings.data_dir.resolve(),),
+                              zygote=_warm_zygote(device_class(job["device"]), settings))
         result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options)
         return _json_ready(result.to_dict())
     except SoftTimeLimitExceeded:
@@ -277,3 +278,30 @@ def _is_device_queue(name: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+_zygotes: dict[tuple[str, int], Any] = {}
+_zygote_lock = threading.Lock()
+
+
+def _warm_zygote(device: str, settings: Any) -> Any:
+    """This worker process's zygote for ``device`` (started on first use, again if it died), or
+    ``None`` when warm starts are off or the zygote cannot start (the run then starts cold)."""
+    if not settings.runner_warm_start:
+        return None
+    from kernelrank.runner.devices import cpu_threads
+    from kernelrank.runner.zygote import Zygote
+
+    threads = cpu_threads(settings.cpu_threads) if device == "cpu" else 0
+    with _zygote_lock:
+        zygote = _zygotes.get((device, threads))
+        if zygote is not None and zygote.matches(device, threads):
+            return zygote
+        if zygote is not None:
+            zygote.close()
+        try:
+            zygote = _zygotes[(device, threads)] = Zygote.start(device, threads)
+        except OSError as e:  # pragma: no cover - the interpreter itself could not start
+            log.warning("warm start unavailable (%s): children start cold", type(e).__name__)
+            return None
+        return zygote

@@ -1,0 +1,89 @@
+"""Warm start (runner/zygote.py): children forked from a zygote with torch imported give the same
+verdicts as cold children, isolated the same way, and the zygote holds no secret."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from kernelrank.runner.devices import cpu_threads
+from kernelrank.runner.harness import EvalOptions, evaluate
+from kernelrank.runner.results import Status
+from kernelrank.runner.zygote import Zygote
+from tests.conftest import submission
+
+
+@pytest.fixture(scope="module")
+def zygote() -> Iterator[Zygote]:
+    z = Zygote.start("cpu", cpu_threads(0))
+    yield z
+    z.close()
+
+
+@pytest.fixture
+def warm(options: EvalOptions, zygote: Zygote) -> EvalOptions:
+    return dataclasses.replace(options, zygote=zygote)
+
+
+def _processes_of_zygote(zygote: Zygote) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if ppid == zygote.proc.pid:
+                found.append(int(entry))
+    return found
+
+
+def test_warm_children_pass_and_are_isolated_like_cold_ones(double, options, warm) -> None:
+    cold = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", options)
+    hot = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", warm)
+    assert cold.status is hot.status is Status.passed, (cold.message, hot.message)
+    same = lambda iso: {k: v for k, v in iso.items() if k != "uid"}  # noqa: E731 - a sandbox uid per job
+    assert same(hot.isolation) == same(cold.isolation)
+
+
+def test_each_evaluation_gets_a_fresh_process(double, warm) -> None:
+    src = "import os\nprint('pid', os.getpid())\ndef custom_kernel(data):\n    return data[0] * 2\n"
+    pids = {evaluate(double.spec(), src, "test", "cpu", warm).logs["stdout"] for _ in range(2)}
+    assert len(pids) == 2, pids
+
+
+def test_crash_hang_and_exit_are_verdicts_and_the_zygote_keeps_serving(double, warm, zygote) -> None:
+    crashed = evaluate(double.spec(), submission("os_exit.py"), "test", "cpu", warm)
+    assert crashed.status is Status.error and "exited with code 7" in crashed.message
+    hung = evaluate(double.spec(), submission("hang.py"), "test", "cpu", warm)
+    assert hung.status is Status.timeout, hung.message
+    deadline = time.monotonic() + 10
+    while _processes_of_zygote(zygote) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _processes_of_zygote(zygote) == []  # every child ended and was reaped
+    assert evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", warm).status is Status.passed
+
+
+def test_the_zygote_holds_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELRANK_DATABASE_URL", "postgresql://kr:hunter2@db/kr")
+    z = Zygote.start("cpu", 1)
+    try:
+        with open(f"/proc/{z.proc.pid}/environ", "rb") as f:
+            environ = f.read()
+        assert b"hunter2" not in environ and b"KERNELRANK" not in environ
+        assert b"GOMP_SPINCOUNT=" in environ  # a child's environment, OpenMP settings included
+    finally:
+        z.close()
+
+
+def test_a_dead_zygote_falls_back_to_a_cold_start(double, options) -> None:
+    z = Zygote.start("cpu", cpu_threads(0))
+    z.close()
+    assert not z.matches("cpu", cpu_threads(0))
+    r = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", dataclasses.replace(options, zygote=z))
+    assert r.status is Status.passed, r.message
