@@ -79,7 +79,7 @@ def create_submission(session: Session, user: User, problem: str, device: str, m
     sub = Submission(
         user_id=user.id, problem_revision_id=rev.id, device=device, mode=mode, language=detect_language(code),
         filename=(filename or "submission.py")[:255], code=code, code_sha256=hashlib.sha256(raw).hexdigest(),
-        status="queued",
+        status="queued", dispatched_at=utcnow(),
     )
     session.add(sub)
     session.flush()
@@ -126,6 +126,8 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
         raise NotFound(f"no submission {submission_id}")
     if kind not in ("public", "secret"):
         raise Invalid(f"unknown run kind {kind!r}")
+    if sub.status in FINAL:  # e.g. ended by the sweeper: a late result changes nothing
+        return False
     if session.scalar(select(Run.id).where(Run.submission_id == submission_id, Run.kind == kind)) is not None:
         return False
     logs = result.pop("logs", {}) or {}
