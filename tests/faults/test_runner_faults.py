@@ -1,0 +1,56 @@
+"""Runners that die: a job whose runner is SIGKILLed mid-run is judged again by another runner and
+recorded once; a job whose runner dies on every attempt ends as an error with the reason, and the
+runners go on with other work (no redelivery loop)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.faults.stack import QUICK, Stack, sleeper
+
+pytestmark = [pytest.mark.servers, pytest.mark.timeout(300)]
+
+
+def _start_all(stack: Stack) -> str:
+    stack.start("api")
+    stack.start("control")
+    stack.start("runner")
+    stack.api_up()
+    return stack.runner_online()
+
+
+@pytest.mark.parametrize("backend", ["redis+postgres", "embedded"], indirect=True)
+def test_a_runner_killed_mid_job_is_replaced_and_the_job_recorded_once(stack: Stack) -> None:
+    first = _start_all(stack)
+    sid = stack.submit(sleeper(4))
+    stack.wait_status(sid, {"running"}, timeout=60)
+    assert stack.runner_of(sid) == first
+    stack.kill("runner")  # SIGKILL, the runner and the kernel it was judging
+
+    stack.start("runner")
+    second = stack.runner_online(exclude={first})
+    done = stack.wait_status(sid, {"passed", "failed", "error", "timeout"}, timeout=120)
+    assert done["status"] == "passed", done["message"]
+    assert [r["kind"] for r in done["runs"]] == ["public"], "exactly one result"
+    assert stack.run_rows(sid) == [("public", second)]
+    assert stack.attempts(sid) == 2
+
+
+def test_a_job_that_kills_its_runner_every_time_ends_as_an_error(stack: Stack) -> None:
+    seen = {_start_all(stack)}
+    sid = stack.submit(sleeper(30))
+    for attempt in (1, 2, 3):
+        stack.wait_for(f"attempt {attempt} to run", lambda: stack.get(sid)["status"] == "running"
+                       and stack.attempts(sid) == attempt, timeout=90)
+        stack.kill("runner")
+        stack.start("runner")
+        seen.add(stack.runner_online(exclude=seen))
+    done = stack.wait_status(sid, {"passed", "failed", "error", "timeout"}, timeout=90)
+    assert done["status"] == "error"
+    assert "the runner died 3 times running this job" in done["message"]
+    assert done["runs"] == [] and stack.attempts(sid) == 3
+
+    # the last runner is not stuck with it: it judges the next job
+    after = stack.submit(QUICK)
+    assert stack.wait_status(after, {"passed", "failed", "error"}, timeout=90)["status"] == "passed"
+    assert stack.get(sid)["status"] == "error" and stack.attempts(sid) == 3
