@@ -32,6 +32,8 @@ HEARTBEAT = "kernelrank.heartbeat"
 
 #: Seconds between a job's hard and soft time limits (the runner's clean-up after the soft one).
 SOFT_LIMIT_MARGIN_S = 30.0
+#: How a runner retries sending a report while the broker is away (restarting): about 5 minutes.
+REPORT_RETRY_POLICY = {"max_retries": 70, "interval_start": 0, "interval_step": 1, "interval_max": 5}
 #: Seconds a runner's go-ahead answer (``JOB_STARTED``'s result) is kept in the result backend.
 RESULT_EXPIRES_S = 3600
 _QUEUE_NAME = re.compile(r"^(cpu|cuda-[a-z0-9-]{1,48})$")

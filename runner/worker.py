@@ -34,7 +34,8 @@ from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded
 
 from kernelrank import __version__
-from kernelrank.queue import CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, device_class, get_celery, send
+from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, REPORT_RETRY_POLICY,
+                              device_class, get_celery, send)
 from kernelrank.settings import get_settings
 
 log = logging.getLogger("kernelrank.runner")
@@ -145,7 +146,8 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
 
 
 def _send_control(task: str, args: list[Any]) -> None:
-    send(task, args, queue=CONTROL_QUEUE)
+    """A report to the control worker, retried for minutes while the broker restarts."""
+    send(task, args, queue=CONTROL_QUEUE, retry=True, retry_policy=REPORT_RETRY_POLICY)
 
 
 def ask_to_start(submission_id: int, runner: str) -> tuple[bool, str]:
