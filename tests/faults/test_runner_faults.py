@@ -4,6 +4,9 @@ runners go on with other work (no redelivery loop)."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from tests.faults.stack import QUICK, Stack, sleeper
@@ -54,3 +57,32 @@ def test_a_job_that_kills_its_runner_every_time_ends_as_an_error(stack: Stack) -
     after = stack.submit(QUICK)
     assert stack.wait_status(after, {"passed", "failed", "error"}, timeout=90)["status"] == "passed"
     assert stack.get(sid)["status"] == "error" and stack.attempts(sid) == 3
+
+
+@pytest.mark.parametrize("backend", ["redis+postgres", "embedded"], indirect=True)
+def test_a_pool_process_killed_mid_job_is_retried_by_the_same_runner(stack: Stack) -> None:
+    """Only the runner's pool process dies (as when the judge itself crashes): Celery hands the
+    job back (``task_reject_on_worker_lost``) and the same runner judges it again."""
+    from tests.e2e.conftest import _descendants
+
+    name = _start_all(stack)
+    sid = stack.submit(sleeper(4))
+    stack.wait_status(sid, {"running"}, timeout=60)
+    main = stack.procs["runner"].pid
+    pool = [pid for pid in _descendants(main) if _parent(pid) == main]
+    assert pool, "the runner has a pool process"
+    for pid in pool:
+        os.kill(pid, signal.SIGKILL)
+    done = stack.wait_status(sid, {"passed", "failed", "error", "timeout"}, timeout=120)
+    assert done["status"] == "passed", done["message"]
+    assert stack.run_rows(sid) == [("public", name)]
+    assert stack.attempts(sid) == 2
+    assert stack.procs["runner"].poll() is None
+
+
+def _parent(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            return int(f.read().rsplit(")", 1)[-1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
