@@ -158,7 +158,8 @@ def ask_to_start(submission_id: int, runner: str) -> tuple[bool, str]:
     """
     from celery.exceptions import TimeoutError as ResultTimeout
 
-    result = get_celery().send_task(JOB_STARTED, args=[submission_id, runner], queue=CONTROL_QUEUE)
+    result = get_celery().send_task(JOB_STARTED, args=[submission_id, runner], queue=CONTROL_QUEUE, retry=True,
+                                    retry_policy=REPORT_RETRY_POLICY)
     try:
         answer = result.get(timeout=get_settings().job_gate_seconds, disable_sync_subtasks=False)
     except ResultTimeout:
