@@ -25,7 +25,7 @@ die() { echo "test-servers: $*" >&2; exit 1; }
 
 secret() {  # $1: file; creates it with a fresh random password on first use
   if [ ! -s "$1" ]; then
-    (umask 077; openssl rand -hex 24 > "$1")
+    (umask 077; python3 -c "import secrets; print(secrets.token_hex(24))" > "$1")
   fi
   cat "$1"
 }
@@ -59,6 +59,7 @@ save ""
 EOF
   )
   chown -R redis:redis "$dir/redis"
+  chmod 700 "$dir/redis"
   if redis_ping; then return; fi
   runuser -u redis -- redis-server "$dir/redis/redis.conf"
   for _ in $(seq 100); do redis_ping && return; sleep 0.1; done
@@ -92,7 +93,7 @@ pg_start() {
   chmod 700 "$dir/pg"
   if [ ! -s "$dir/pg/data/PG_VERSION" ]; then
     local pwfile="$dir/pg/superuser.pw"
-    (umask 077; openssl rand -hex 24 > "$pwfile")
+    (umask 077; python3 -c "import secrets; print(secrets.token_hex(24))" > "$pwfile")
     chown postgres:postgres "$pwfile"
     pg initdb -D "$dir/pg/data" -U postgres --pwfile="$pwfile" --auth-local=peer --auth-host=scram-sha-256 \
        -E UTF8 --locale=C.UTF-8 >"$dir/pg/initdb.log" 2>&1 || die "initdb failed; see $dir/pg/initdb.log"
