@@ -185,3 +185,19 @@ def test_sweeper_requeues_an_old_queued_job_only_when_its_message_is_gone(db: No
     _age(lost, dispatched_s=400)
     assert _sweep(pending=None).requeued == []  # a broker that cannot be looked into: no guess
     assert _state(fresh)[0] == "queued"
+
+
+def test_sweeper_requeues_a_job_that_outlived_its_time_limit_on_a_live_runner(db: None) -> None:
+    """The runner is alive but the job was lost inside it (its time limit is long past)."""
+    sid = _submission()
+    _start(sid, "h:1:cpu", max_attempts=2)
+    _beat("h:1:cpu")
+    _age(sid, started_s=10 * 24 * 3600)
+    assert [j.submission_id for j in _sweep(max_attempts=2).requeued] == [sid]
+    _start(sid, "h:1:cpu", max_attempts=2)
+    _beat("h:1:cpu")
+    _age(sid, started_s=10 * 24 * 3600)
+    report = _sweep(max_attempts=2)
+    assert report.requeued == [] and report.failed == [sid]
+    status, attempts, message = _state(sid)
+    assert (status, attempts) == ("error", 2) and "outlived its time limit 2 times" in message

@@ -4,7 +4,8 @@ Life of a submission: ``queued`` (created, job sent to the device's queue) -> ``
 reported it started) -> a verdict (``passed``, ``failed``, ``error``, ``timeout``,
 ``compile_error``, ``rejected``) once every expected run has been recorded: ``public`` in every
 mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked only when both runs
-passed; its score is the public run's ``score_ns``.
+passed; its score is the public run's ``score_ns``. Starts are counted and bounded, and jobs of
+vanished runners requeued, by :mod:`kernelrank.services.jobs`.
 """
 
 from __future__ import annotations
