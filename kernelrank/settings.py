@@ -67,7 +67,9 @@ class Settings(BaseSettings):
     #: Times a job may be started before it ends as ``error`` ("the runner died N times running
     #: this job"): runners that die or vanish mid-job get it again up to this bound.
     job_max_attempts: int = Field(default=3, ge=1)
-    #: A ``running`` job whose runner has sent no heartbeat for this long is requeued by the sweeper.
+    #: A ``running`` job whose runner has sent no heartbeat for this long is requeued by the sweeper
+    #: (and a redelivered copy may start). Keep it well above ``heartbeat_seconds`` and below
+    #: ``broker_visibility_timeout``.
     runner_lost_seconds: float = Field(default=120.0, gt=0)
     #: A ``queued`` job this old that has no message in its queue (lost by a broker) is requeued.
     queued_lost_seconds: float = Field(default=600.0, gt=0)

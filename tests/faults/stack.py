@@ -215,7 +215,8 @@ def _age_s(iso: str) -> float:
     return (dt.datetime.now(dt.timezone.utc) - t).total_seconds()
 
 
-def make_stack(root: Path, backend: Backend) -> Stack:
+def make_stack(root: Path, backend: Backend, **settings: str) -> Stack:
+    """A prepared stack in ``root``; ``settings`` override :data:`PERIODS` (``RUNNER_LOST_SECONDS="9"``)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELRANK_")}
     env.update({
         "KERNELRANK_DATA_DIR": str(root / "data"),
@@ -225,6 +226,7 @@ def make_stack(root: Path, backend: Backend) -> Stack:
         "KERNELRANK_REFERENCE_KERNELS_DIR": str(FIXTURES / "reference_kernels"),
         "PYTHONUNBUFFERED": "1",
         **PERIODS,
+        **{f"KERNELRANK_{k}": v for k, v in settings.items()},
         **backend.env(),
     })
     stack = Stack(root, backend, env, free_port())

@@ -9,7 +9,8 @@ import signal
 
 import pytest
 
-from tests.faults.stack import QUICK, Stack, sleeper
+from tests.faults.stack import QUICK, Stack, make_stack, sleeper
+from tests.servers import Backend
 
 pytestmark = [pytest.mark.servers, pytest.mark.timeout(300)]
 
@@ -57,6 +58,25 @@ def test_a_job_that_kills_its_runner_every_time_ends_as_an_error(stack: Stack) -
     after = stack.submit(QUICK)
     assert stack.wait_status(after, {"passed", "failed", "error"}, timeout=90)["status"] == "passed"
     assert stack.get(sid)["status"] == "error" and stack.attempts(sid) == 3
+
+
+def test_redis_alone_redelivers_the_job_of_a_killed_runner(backend: Backend, tmp_path) -> None:
+    """No sweep after the first (``SWEEPER_SECONDS`` an hour): the unacknowledged job comes back
+    from Redis after the visibility timeout, and the restarted runner judges it."""
+    stack = make_stack(tmp_path, backend, SWEEPER_SECONDS="3600", BROKER_VISIBILITY_TIMEOUT="8")
+    try:
+        first = _start_all(stack)
+        sid = stack.submit(sleeper(4))
+        stack.wait_status(sid, {"running"}, timeout=60)
+        stack.kill("runner")
+        stack.start("runner")
+        second = stack.runner_online(exclude={first})
+        done = stack.wait_status(sid, {"passed", "failed", "error", "timeout"}, timeout=120)
+        assert done["status"] == "passed", done["message"]
+        assert stack.run_rows(sid) == [("public", second)] and stack.attempts(sid) == 2
+        assert "requeued" not in (stack.root / "control.log").read_text(), "Redis redelivered it, not the sweeper"
+    finally:
+        stack.close()
 
 
 @pytest.mark.parametrize("backend", ["redis+postgres", "embedded"], indirect=True)
