@@ -60,7 +60,8 @@ def record_result(submission_id: int, kind: str, result: dict[str, Any], runner:
         log.warning("result of submission %s (%s run) dropped: %s", submission_id, kind, e.message)
         return False
     if not written:
-        log.info("duplicate %s result of submission %s ignored", kind, submission_id)
+        log.info("result of submission %s (%s run) not recorded: already recorded, or the submission is finished",
+                 submission_id, kind)
     return written
 
 

@@ -98,8 +98,8 @@ class Stack:
         self.procs[role] = proc
         return proc
 
-    def kill(self, role: str, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` to the role's process and everything it started; wait for it to end."""
+    def send_signal(self, role: str, sig: int) -> None:
+        """Send ``sig`` to the role's process and everything it started."""
         proc = self.procs.get(role)
         if proc is None:
             return
@@ -110,6 +110,15 @@ class Stack:
                     send(pid, sig)
                 except (ProcessLookupError, PermissionError):
                     pass
+
+    def kill(self, role: str, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to the role's process and everything it started; wait for it to end."""
+        proc = self.procs.get(role)
+        if proc is None:
+            return
+        self.send_signal(role, sig)
+        if sig != signal.SIGKILL:
+            self.send_signal(role, signal.SIGCONT)  # a stopped process would never see it
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:

@@ -106,3 +106,27 @@ def _parent(pid: int) -> int:
             return int(f.read().rsplit(")", 1)[-1].split()[1])
     except (OSError, ValueError, IndexError):
         return -1
+
+
+def test_a_frozen_runner_that_wakes_up_late_does_not_count_twice(stack: Stack) -> None:
+    """The runner stops answering mid-job (SIGSTOP: no heartbeat, process still there); another
+    runner gets the job and its result is recorded. The frozen runner then resumes and reports
+    its own, late, result: dropped."""
+    first = _start_all(stack)
+    sid = stack.submit(sleeper(3))
+    stack.wait_status(sid, {"running"}, timeout=60)
+    stack.send_signal("runner", signal.SIGSTOP)
+    stack.procs["frozen"] = stack.procs.pop("runner")
+    try:
+        stack.start("runner")
+        second = stack.runner_online(exclude={first})
+        done = stack.wait_status(sid, {"passed", "failed", "error", "timeout"}, timeout=120)
+        assert done["status"] == "passed", done["message"]
+        assert stack.run_rows(sid) == [("public", second)]
+    finally:
+        stack.send_signal("frozen", signal.SIGCONT)
+    late = f"result of submission {sid} (public run) not recorded"
+    stack.wait_for("the woken runner's late result to be read",
+                   lambda: late in (stack.root / "control.log").read_text(), timeout=90)
+    assert stack.run_rows(sid) == [("public", second)]
+    assert stack.get(sid)["status"] == "passed"
