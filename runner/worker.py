@@ -269,9 +269,10 @@ def send_heartbeat(ident: RunnerIdentity, info: dict[str, Any]) -> None:
          expires=max(4 * period, 60.0))
 
 
-def _heartbeat_loop(ident: RunnerIdentity) -> None:
+def _heartbeat_loop(ident: RunnerIdentity, info: dict[str, Any] | None = None) -> None:
     period = get_settings().heartbeat_seconds
-    info: dict[str, Any] | None = None
+    if info is not None and _heartbeat_stop.wait(period):  # the first one was sent already
+        return
     while True:
         try:
             if info is None:
@@ -283,12 +284,27 @@ def _heartbeat_loop(ident: RunnerIdentity) -> None:
             return
 
 
-def start_heartbeat(ident: RunnerIdentity) -> threading.Thread:
-    """Start the daemon heartbeat thread (once now, then every ``settings.heartbeat_seconds``)."""
+def start_heartbeat(ident: RunnerIdentity, info: dict[str, Any] | None = None) -> threading.Thread:
+    """Start the daemon heartbeat thread: every ``settings.heartbeat_seconds``, starting now, or
+    one period from now when ``info`` is given (its first heartbeat was sent already)."""
     _heartbeat_stop.clear()
-    thread = threading.Thread(target=_heartbeat_loop, args=(ident,), name="kernelrank-heartbeat", daemon=True)
+    thread = threading.Thread(target=_heartbeat_loop, args=(ident, info), name="kernelrank-heartbeat", daemon=True)
     thread.start()
     return thread
+
+
+def first_heartbeat(ident: RunnerIdentity) -> dict[str, Any] | None:
+    """Send the runner's first heartbeat now and return the device information it carried
+    (``None`` when it failed). Called before the worker takes its first job, so the control
+    worker hears of the runner before any of its job starts (else a runner slow to describe its
+    device could be taken for a vanished one by the sweeper)."""
+    try:
+        info = heartbeat_info(ident.queue)
+        send_heartbeat(ident, info)
+        return info
+    except Exception as e:  # noqa: BLE001 - the thread tries again
+        log.warning("first heartbeat failed: %s", type(e).__name__)
+        return None
 
 
 @signals.celeryd_after_setup.connect
@@ -304,9 +320,11 @@ def _on_worker_setup(sender: Any = None, instance: Any = None, **_: Any) -> None
 
 @signals.worker_ready.connect
 def _on_worker_ready(**_: Any) -> None:
+    """Main process, after the pool started and before the first job is fetched."""
     if _identity is not None:
+        info = first_heartbeat(_identity)
         log.info("runner %s ready on queue %s", _identity.name, _identity.queue)
-        start_heartbeat(_identity)
+        start_heartbeat(_identity, info)
 
 
 @signals.worker_shutting_down.connect

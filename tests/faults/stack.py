@@ -30,7 +30,7 @@ START_TIMEOUT = 120.0
 #: Short periods so faults are noticed in seconds (production: minutes, see kernelrank.settings).
 PERIODS = {
     "KERNELRANK_HEARTBEAT_SECONDS": "1",
-    "KERNELRANK_RUNNER_LOST_SECONDS": "4",
+    "KERNELRANK_RUNNER_LOST_SECONDS": "5",
     "KERNELRANK_SWEEPER_SECONDS": "1",
     "KERNELRANK_BROKER_VISIBILITY_TIMEOUT": "10",
     "KERNELRANK_QUEUED_LOST_SECONDS": "6",
