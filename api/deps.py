@@ -33,8 +33,6 @@ from kernelrank.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: Seconds between Celery's soft time limit (the task can clean up) and its hard limit.
-SOFT_LIMIT_MARGIN_S = 30.0
 
 
 def get_settings_dep(request: Request) -> Settings:
@@ -140,12 +138,11 @@ def get_dispatch(session: SessionDep) -> Dispatch:
     """
 
     def dispatch(job: dict[str, Any], queue: str, time_limit: float) -> None:
-        from kernelrank.queue import EVALUATE, send
+        from kernelrank.queue import send_job
 
         session.commit()
         try:
-            send(EVALUATE, [job], queue=queue, time_limit=time_limit,
-                 soft_time_limit=max(time_limit - SOFT_LIMIT_MARGIN_S, 1.0))
+            send_job(job, queue, time_limit)
         except Exception as e:  # the broker's errors vary by transport; none may reach the client
             # the exception text can hold the broker URL and its password: log only its type
             log.error("could not queue submission %s on %r: %s", job["submission_id"], queue, type(e).__name__)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from celery import signals
 from sqlalchemy.exc import OperationalError
 
-from kernelrank.queue import HEARTBEAT, JOB_STARTED, RECORD_RESULT, device_class, get_celery
+from kernelrank.queue import CONTROL_QUEUE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, device_class, get_celery
 
 log = logging.getLogger("kernelrank.control")
 
@@ -26,14 +27,23 @@ _RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": 1, "retry_backo
           "acks_late": True, "reject_on_worker_lost": True, "ignore_result": True}
 
 
-@app.task(name=JOB_STARTED, **_RETRY)
-def job_started(submission_id: int, runner: str) -> None:
-    """A runner took the job: the submission becomes ``running``."""
+@app.task(name=JOB_STARTED, **{**_RETRY, "ignore_result": False})
+def job_started(submission_id: int, runner: str) -> dict[str, Any]:
+    """A runner is about to start the job: may it? Returns ``{"run": bool, "reason": str}``,
+    which the runner waits for (see :func:`kernelrank.services.jobs.start_attempt`). Yes makes
+    the submission ``running`` and counts an attempt; no drops a finished or duplicate job, or
+    ends one whose runners died ``job_max_attempts`` times as ``error``."""
     from kernelrank.db.session import session_scope
-    from kernelrank.services import submissions
+    from kernelrank.services import jobs
+    from kernelrank.settings import get_settings
 
+    settings = get_settings()
     with session_scope() as session:
-        submissions.mark_started(session, int(submission_id), str(runner))
+        decision = jobs.start_attempt(session, int(submission_id), str(runner), settings.job_max_attempts,
+                                      settings.runner_lost_seconds)
+    if not decision.run:
+        log.warning("job of submission %s not started on %s: %s", submission_id, runner, decision.reason)
+    return decision.to_dict()
 
 
 @app.task(name=RECORD_RESULT, **_RETRY)
@@ -50,7 +60,8 @@ def record_result(submission_id: int, kind: str, result: dict[str, Any], runner:
         log.warning("result of submission %s (%s run) dropped: %s", submission_id, kind, e.message)
         return False
     if not written:
-        log.info("duplicate %s result of submission %s ignored", kind, submission_id)
+        log.info("result of submission %s (%s run) not recorded: already recorded, or the submission is finished",
+                 submission_id, kind)
     return written
 
 
@@ -67,3 +78,28 @@ def heartbeat(name: str, device: str, info: dict[str, Any], version: str, jobs_d
         return
     with session_scope() as session:
         runners.heartbeat(session, str(name), str(device), dict(info or {}), str(version), int(jobs_done))
+
+
+_sweeper = None
+
+
+@signals.worker_ready.connect
+def _start_sweeper(sender: Any = None, **_: Any) -> None:
+    """A worker consuming the ``control`` queue runs the sweeper (runners do not)."""
+    global _sweeper
+    from kernelrank.settings import get_settings
+    from kernelrank.sweeper import Sweeper
+
+    queues = set(sender.app.amqp.queues.consume_from) if sender is not None else set()
+    if CONTROL_QUEUE not in queues or _sweeper is not None:
+        return
+    settings = get_settings()
+    _sweeper = Sweeper(settings.sweeper_seconds, settings.runner_lost_seconds)
+    _sweeper.start()
+    log.info("sweeper: every %.0f s, first in %.0f s", settings.sweeper_seconds, settings.runner_lost_seconds)
+
+
+@signals.worker_shutting_down.connect
+def _stop_sweeper(**_: Any) -> None:
+    if _sweeper is not None:
+        _sweeper.stop()

@@ -58,6 +58,28 @@ class Settings(BaseSettings):
     runner_online_seconds: float = Field(default=60.0, gt=0)
     #: Seconds between a runner's heartbeats.
     heartbeat_seconds: float = Field(default=15.0, gt=0)
+    #: Seconds a Redis broker waits for a job's acknowledgement before handing it to another
+    #: runner (Celery's ``visibility_timeout``; the runner acknowledges when the job is done).
+    #: Keep it above the longest job: a job still running then is delivered again, and the copy
+    #: is dropped unrun (the control worker sees its first runner alive), but it costs a delivery.
+    #: A runner that died has its job back after this long, or sooner through the sweeper.
+    broker_visibility_timeout: float = Field(default=6 * 3600.0, gt=0)
+    #: Prefix of every key the Redis broker writes (deployments or tests sharing one Redis).
+    broker_key_prefix: str = ""
+    #: Times a job may be started before it ends as ``error`` ("the runner died N times running
+    #: this job"): runners that die or vanish mid-job get it again up to this bound.
+    job_max_attempts: int = Field(default=3, ge=1)
+    #: A ``running`` job whose runner has sent no heartbeat for this long is requeued by the sweeper
+    #: (and a redelivered copy may start). Keep it well above ``heartbeat_seconds`` and below
+    #: ``broker_visibility_timeout``.
+    runner_lost_seconds: float = Field(default=120.0, gt=0)
+    #: A ``queued`` job this old that has no message in its queue (lost by a broker) is requeued.
+    queued_lost_seconds: float = Field(default=600.0, gt=0)
+    #: Seconds between two sweeps of the control worker's sweeper.
+    sweeper_seconds: float = Field(default=30.0, gt=0)
+    #: Seconds a runner waits for the control worker's go-ahead before a job (is it finished, or
+    #: over its attempts?); without an answer (control worker down) it runs the job anyway.
+    job_gate_seconds: float = Field(default=15.0, gt=0)
     api_host: str = "127.0.0.1"
     api_port: int = 8000
     #: Seconds a browser stays signed in (a server-side web session; sign-out ends it sooner).

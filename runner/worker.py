@@ -2,7 +2,8 @@
 
 A runner is a Celery worker consuming exactly one device queue (``cpu`` or ``cuda-<model>``),
 started by ``kernelrank runner`` (or ``celery -A kernelrank.runner.worker worker -Q cpu ...``).
-For each job (``services.submissions.job_message``) it sends ``JOB_STARTED``, runs the public run
+For each job (``services.submissions.job_message``) it asks ``JOB_STARTED`` for a go-ahead (a
+redelivered job that is finished, running elsewhere or out of attempts is dropped), runs the public run
 and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
 ``control`` queue. A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
 ``settings.heartbeat_seconds``.
@@ -33,7 +34,8 @@ from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded
 
 from kernelrank import __version__
-from kernelrank.queue import CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, device_class, get_celery, send
+from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, REPORT_RETRY_POLICY,
+                              device_class, get_celery, send)
 from kernelrank.settings import get_settings
 
 log = logging.getLogger("kernelrank.runner")
@@ -106,16 +108,27 @@ def evaluate_job(job: dict[str, Any]) -> None:
         _count_job()
 
 
-def run_job(job: dict[str, Any], runner: str, report: Any = None) -> list[dict[str, Any]]:
-    """Run every run of ``job`` and report each result; returns the results sent.
+def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = None) -> list[dict[str, Any]]:
+    """Run every run of ``job`` and report each result; returns the results sent (none when the
+    job is dropped unrun).
 
+    ``start(submission_id, runner) -> (run, reason)`` asks whether to run the job at all (default:
+    :func:`ask_to_start`; with a custom ``report`` and no ``start``, the start is only reported).
     ``report(task_name, args)`` sends a control message (default: to the ``control`` queue).
     Never raises for a bad job or a judge failure: those become ``error`` results.
     """
+    if start is None and report is not None:
+        def start(sid: int, name: str) -> tuple[bool, str]:
+            report(JOB_STARTED, [sid, name])
+            return True, ""
+    start = ask_to_start if start is None else start
     report = _send_control if report is None else report
     submission_id = int(job["submission_id"])
     kinds = list(job.get("runs") or ["public"])
-    report(JOB_STARTED, [submission_id, runner])
+    go, reason = start(submission_id, runner)
+    if not go:
+        log.warning("job %s dropped unrun: %s", submission_id, reason)
+        return []
     log.info("job %s: %s %s on %s (%s)", submission_id, _problem_name(job), job.get("mode"), job.get("device"),
              "+".join(kinds))
     results: list[dict[str, Any]] = []
@@ -133,7 +146,37 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None) -> list[dict[s
 
 
 def _send_control(task: str, args: list[Any]) -> None:
-    send(task, args, queue=CONTROL_QUEUE)
+    """A report to the control worker, retried for minutes while the broker restarts."""
+    send(task, args, queue=CONTROL_QUEUE, retry=True, retry_policy=REPORT_RETRY_POLICY)
+
+
+def ask_to_start(submission_id: int, runner: str) -> tuple[bool, str]:
+    """Send ``JOB_STARTED`` and wait up to ``settings.job_gate_seconds`` for the control worker's
+    go-ahead (``kernelrank.services.jobs.start_attempt``): ``(run, reason)``. A redelivered job
+    that is finished, running elsewhere, or out of attempts is not run. Without an answer in time
+    (control worker down or busy) the job runs: its start is recorded when the message is read.
+    """
+    from celery.exceptions import TimeoutError as ResultTimeout
+
+    result = get_celery().send_task(JOB_STARTED, args=[submission_id, runner], queue=CONTROL_QUEUE, retry=True,
+                                    retry_policy=REPORT_RETRY_POLICY)
+    try:
+        answer = result.get(timeout=get_settings().job_gate_seconds, disable_sync_subtasks=False)
+    except ResultTimeout:
+        log.warning("job %s: no go-ahead from the control worker in %.0f s; running it", submission_id,
+                    get_settings().job_gate_seconds)
+        return True, ""
+    except Exception as e:  # noqa: BLE001 - a failed answer must not lose the job
+        log.warning("job %s: the go-ahead failed (%s); running it", submission_id, type(e).__name__)
+        return True, ""
+    finally:
+        try:
+            result.forget()
+        except Exception:  # noqa: BLE001 - the answer expires anyway
+            pass
+    if isinstance(answer, dict):
+        return bool(answer.get("run", True)), str(answer.get("reason", ""))
+    return True, ""
 
 
 def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -227,9 +270,10 @@ def send_heartbeat(ident: RunnerIdentity, info: dict[str, Any]) -> None:
          expires=max(4 * period, 60.0))
 
 
-def _heartbeat_loop(ident: RunnerIdentity) -> None:
+def _heartbeat_loop(ident: RunnerIdentity, info: dict[str, Any] | None = None) -> None:
     period = get_settings().heartbeat_seconds
-    info: dict[str, Any] | None = None
+    if info is not None and _heartbeat_stop.wait(period):  # the first one was sent already
+        return
     while True:
         try:
             if info is None:
@@ -241,12 +285,27 @@ def _heartbeat_loop(ident: RunnerIdentity) -> None:
             return
 
 
-def start_heartbeat(ident: RunnerIdentity) -> threading.Thread:
-    """Start the daemon heartbeat thread (once now, then every ``settings.heartbeat_seconds``)."""
+def start_heartbeat(ident: RunnerIdentity, info: dict[str, Any] | None = None) -> threading.Thread:
+    """Start the daemon heartbeat thread: every ``settings.heartbeat_seconds``, starting now, or
+    one period from now when ``info`` is given (its first heartbeat was sent already)."""
     _heartbeat_stop.clear()
-    thread = threading.Thread(target=_heartbeat_loop, args=(ident,), name="kernelrank-heartbeat", daemon=True)
+    thread = threading.Thread(target=_heartbeat_loop, args=(ident, info), name="kernelrank-heartbeat", daemon=True)
     thread.start()
     return thread
+
+
+def first_heartbeat(ident: RunnerIdentity) -> dict[str, Any] | None:
+    """Send the runner's first heartbeat now and return the device information it carried
+    (``None`` when it failed). Called before the worker takes its first job, so the control
+    worker hears of the runner before any of its job starts (else a runner slow to describe its
+    device could be taken for a vanished one by the sweeper)."""
+    try:
+        info = heartbeat_info(ident.queue)
+        send_heartbeat(ident, info)
+        return info
+    except Exception as e:  # noqa: BLE001 - the thread tries again
+        log.warning("first heartbeat failed: %s", type(e).__name__)
+        return None
 
 
 @signals.celeryd_after_setup.connect
@@ -262,9 +321,11 @@ def _on_worker_setup(sender: Any = None, instance: Any = None, **_: Any) -> None
 
 @signals.worker_ready.connect
 def _on_worker_ready(**_: Any) -> None:
+    """Main process, after the pool started and before the first job is fetched."""
     if _identity is not None:
+        info = first_heartbeat(_identity)
         log.info("runner %s ready on queue %s", _identity.name, _identity.queue)
-        start_heartbeat(_identity)
+        start_heartbeat(_identity, info)
 
 
 @signals.worker_shutting_down.connect

@@ -154,6 +154,10 @@ class Submission(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
     started_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    #: Times a runner started the job (the sweeper and redelivery bound it).
+    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: When its job message was last sent to the device queue (creation or requeue).
+    dispatched_at: Mapped[dt.datetime | None] = mapped_column(default=None)
 
     user: Mapped[User] = relationship(foreign_keys=[user_id])
     disqualified_by: Mapped[User | None] = relationship(foreign_keys=[disqualified_by_id])

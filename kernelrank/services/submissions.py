@@ -5,7 +5,8 @@ reported it started) -> a verdict (``passed``, ``failed``, ``error``, ``timeout`
 ``compile_error``, ``rejected``) once every expected run has been recorded: ``public`` in every
 mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked only when both runs
 passed, it was made before the problem's deadline and it is not disqualified; its score is the
-public run's ``score_ns``.
+public run's ``score_ns``. Starts are counted and bounded, and jobs of
+vanished runners requeued, by :mod:`kernelrank.services.jobs`.
 
 A passing run whose speedup is beyond the problem's ``review_speedup`` marks the submission
 ``needs_review``: it is ranked, shown with the mark, until an admin clears it (:func:`clear_review`)
@@ -93,7 +94,7 @@ def create_submission(session: Session, user: User, problem: str, device: str, m
     sub = Submission(
         user_id=user.id, problem_revision_id=rev.id, device=device, mode=mode, language=detect_language(code),
         filename=(filename or "submission.py")[:255], code=code, code_sha256=hashlib.sha256(raw).hexdigest(),
-        status="queued",
+        status="queued", dispatched_at=utcnow(),
     )
     session.add(sub)
     session.flush()
@@ -142,6 +143,8 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
         raise NotFound(f"no submission {submission_id}")
     if kind not in ("public", "secret"):
         raise Invalid(f"unknown run kind {kind!r}")
+    if sub.status in FINAL:  # e.g. ended by the sweeper: a late result changes nothing
+        return False
     if session.scalar(select(Run.id).where(Run.submission_id == submission_id, Run.attempt == sub.attempt,
                                            Run.kind == kind)) is not None:
         return False

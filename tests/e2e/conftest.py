@@ -1,6 +1,6 @@
 """The real service for end-to-end tests: ``kernelrank serve`` (API, control worker, CPU runner as
-child processes) on a free loopback port, with a fresh data folder (SQLite and the filesystem
-broker), torn down whatever happens."""
+child processes) on a free loopback port, with a fresh data folder, over the embedded default
+(SQLite and the filesystem broker) and over Redis and PostgreSQL, torn down whatever happens."""
 
 from __future__ import annotations
 
@@ -11,11 +11,15 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+
+from tests.servers import Backend, fresh_backend
 
 #: Seconds allowed for ``serve`` to start and its runner to report in.
 START_TIMEOUT = 180.0
@@ -31,6 +35,14 @@ class Service:
     data_dir: Path
     cache_dir: Path
     proc: subprocess.Popen[bytes]
+    backend: Backend = Backend("embedded")
+
+    def settings(self) -> Any:
+        """Settings reaching this service's broker and database (for sending to it directly)."""
+        from kernelrank.settings import Settings
+
+        return Settings(data_dir=self.data_dir, broker_url=self.backend.broker_url,
+                        database_url=self.backend.database_url, broker_key_prefix=self.backend.key_prefix)
 
     def client(self, token: str | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -89,10 +101,19 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
     proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """``kernelrank serve`` with its own data folder, cache and scratch; heartbeats every 2 s."""
-    root = tmp_path_factory.mktemp("e2e")
+@pytest.fixture(scope="session", params=["embedded", "redis+postgres"])
+def service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
+    """``kernelrank serve`` with its own data folder, cache and scratch; heartbeats every 2 s; over
+    the embedded default (SQLite, filesystem broker) and over Redis and PostgreSQL (a database and
+    key prefix of its own on the servers of ``scripts/test-servers.sh``; skipped with the reason
+    when they are not configured, failed when ``KERNELRANK_REQUIRE_SERVERS=1``)."""
+    with ExitStack() as resources:
+        backend = Backend("embedded") if request.param == "embedded" else resources.enter_context(fresh_backend())
+        yield from _serve(tmp_path_factory, backend)
+
+
+def _serve(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator[Service]:
+    root = tmp_path_factory.mktemp(f"e2e-{backend.name}")
     data_dir, cache_dir = root / "data", root / "cache"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELRANK_")}
     env.update({
@@ -101,6 +122,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         "KERNELRANK_SCRATCH_DIR": str(root / "scratch"),
         "KERNELRANK_HEARTBEAT_SECONDS": "2",
         "PYTHONUNBUFFERED": "1",
+        **backend.env(),
     })
     port = free_port()
     out_path, err_path = root / "serve.out", root / "serve.err"
@@ -110,7 +132,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     svc = None
     try:
         token = _wait_for_token(proc, out_path, err_path)
-        svc = Service(f"http://127.0.0.1:{port}", token, data_dir, cache_dir, proc)
+        svc = Service(f"http://127.0.0.1:{port}", token, data_dir, cache_dir, proc, backend)
         _wait_for_cpu_runner(svc)
         yield svc
     finally:

@@ -1,5 +1,5 @@
 """End to end: the real API, control worker and CPU runner (``kernelrank serve``) judging real
-submissions over HTTP, through the filesystem broker and SQLite.
+submissions over HTTP, through the filesystem broker and SQLite, and through Redis and PostgreSQL.
 
 One service for the module; every submission of the main batch is sent first (the runner works
 through them, one at a time) and then polled to its verdict.
@@ -189,10 +189,9 @@ def test_runner_survives_a_crashing_kernel(service: Service, users: dict[str, st
 def test_a_job_delivered_twice_records_one_result(service: Service, users: dict[str, str],
                                                   batch: dict[str, dict[str, Any]]) -> None:
     """Redeliver a finished job (as the broker does after a lost acknowledgement): the runner
-    judges it again and reports again; the control worker keeps the first result only."""
+    asks for a go-ahead, is told the job is finished and drops it unrun; the first result stays."""
     from kernelrank.problems import load_problem
     from kernelrank.queue import EVALUATE, make_celery
-    from kernelrank.settings import Settings
 
     first = batch["softmax/correct"]
     job = {"submission_id": first["id"], "problem": load_problem("softmax").spec().to_message(),
@@ -200,7 +199,7 @@ def test_a_job_delivered_twice_records_one_result(service: Service, users: dict[
            "mode": "test", "device": "cpu", "runs": ["public"], "secret_seed": None}
     (runner,) = [r for r in runners(service) if r["device"] == "cpu"]
     done_before = runner["jobs_done"]
-    make_celery(Settings(data_dir=service.data_dir)).send_task(EVALUATE, args=[job], queue="cpu")
+    make_celery(service.settings()).send_task(EVALUATE, args=[job], queue="cpu")
 
     # The runner counts the job after sending its result; the heartbeat carrying the new count is
     # sent after that result, and the control worker handles its queue in order.

@@ -62,6 +62,17 @@ def test_reports_start_then_the_public_result(double: Problem) -> None:
     assert len(result["cases"]) == 2 and all(c["passed"] for c in result["cases"])
 
 
+def test_a_job_refused_by_the_go_ahead_is_dropped_unrun(double: Problem) -> None:
+    reports, asked = Reports(), []
+
+    def refuse(sid: int, runner: str) -> tuple[bool, str]:
+        asked.append((sid, runner))
+        return False, "submission 7 is already finished (passed)"
+
+    assert worker.run_job(job(double, submission("double_ok.py")), RUNNER, reports, start=refuse) == []
+    assert asked == [(7, RUNNER)] and list(reports) == []
+
+
 def test_a_broken_problem_is_an_error_result_not_a_lost_job(double: Problem) -> None:
     broken = job(double, submission("double_ok.py"))
     broken["problem"]["reference_source"] = (

@@ -1,0 +1,169 @@
+"""Jobs that must end: the runner's go-ahead before each start, and the sweeper's rules for jobs
+whose runner vanished or whose message was lost.
+
+A job may be *started* at most ``max_attempts`` times (``Submission.attempts`` counts the starts).
+A runner asks :func:`start_attempt` before it runs a job (``JOB_STARTED``): a job already
+finished, or running on another runner that is still alive, is dropped unrun; a job that has used
+its attempts (its runners died every time) ends as ``error`` with the reason, and is dropped.
+
+:func:`sweep` (run periodically by :mod:`kernelrank.sweeper`) finds ``running`` jobs whose runner
+sent no heartbeat for ``runner_lost_s`` (or that outlived their time limit by as much) and
+``queued`` ones older than ``queued_lost_s`` whose message is in no queue, and puts them back in
+their queue, or, once a job has used its attempts, ends it as ``error``. Every function only
+changes rows; the caller commits, then sends the returned jobs (a job committed as queued whose
+message could not be sent is found again by the next sweep).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from kernelrank.db.models import Runner, Submission, utcnow
+from kernelrank.queue import job_time_limit
+from kernelrank.services.problems import definition
+from kernelrank.services.submissions import FINAL, job_message
+
+
+@dataclass(frozen=True)
+class StartDecision:
+    """The control worker's answer to a runner about to start a job."""
+
+    run: bool
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Job:
+    """An evaluation job to (re)send: the message, its device queue, its hard time limit in s."""
+
+    submission_id: int
+    message: dict[str, Any]
+    queue: str
+    time_limit: float
+
+
+@dataclass
+class SweepReport:
+    """What one sweep did: jobs to send (requeued) and submissions ended as ``error``."""
+
+    requeued: list[Job] = field(default_factory=list)
+    failed: list[int] = field(default_factory=list)
+
+
+def died_message(attempts: int) -> str:
+    """The verdict message of a job that used its attempts."""
+    times = "once" if attempts == 1 else f"{attempts} times"
+    return f"the runner died {times} running this job (no result, no heartbeat); not retried"
+
+
+def runner_alive(session: Session, name: str | None, within_s: float, now: dt.datetime | None = None) -> bool:
+    """Whether runner ``name`` sent a heartbeat in the last ``within_s`` seconds."""
+    if not name:
+        return False
+    since = (now or utcnow()) - dt.timedelta(seconds=within_s)
+    last = session.scalar(select(Runner.last_heartbeat).where(Runner.name == name))
+    return last is not None and _aware(last) >= since
+
+
+def start_attempt(session: Session, submission_id: int, runner: str, max_attempts: int,
+                  runner_lost_s: float) -> StartDecision:
+    """A runner is about to start the job of ``submission_id``: may it?
+
+    Yes (``attempts`` + 1, status ``running`` on ``runner``) unless the submission is unknown or
+    finished, runs on another runner heard from within ``runner_lost_s`` seconds, or was already
+    started ``max_attempts`` times, in which case it ends now as ``error`` with the reason.
+    """
+    sub = session.get(Submission, submission_id, with_for_update=True)
+    if sub is None:
+        return StartDecision(False, f"no submission {submission_id}")
+    if sub.status in FINAL:
+        return StartDecision(False, f"submission {submission_id} is already finished ({sub.status})")
+    if (sub.status == "running" and sub.runner and sub.runner != runner
+            and runner_alive(session, sub.runner, runner_lost_s)):
+        return StartDecision(False, f"submission {submission_id} is running on {sub.runner}")
+    if sub.attempts >= max_attempts:
+        _fail(sub, died_message(sub.attempts))
+        return StartDecision(False, sub.message)
+    sub.attempts += 1
+    sub.status = "running"
+    sub.runner = runner[:255]
+    sub.started_at = utcnow()
+    return StartDecision(True)
+
+
+def sweep(session: Session, *, max_attempts: int, runner_lost_s: float, queued_lost_s: float,
+          pending: Callable[[str], set[int] | None], now: dt.datetime | None = None) -> SweepReport:
+    """Requeue or end the jobs that would otherwise never finish (see the module's docstring).
+
+    ``pending(queue)`` gives the submission ids whose job message is in ``queue`` (waiting or
+    delivered and unacknowledged), or ``None`` when the broker cannot tell: then no ``queued``
+    job of that queue is requeued.
+    """
+    now = now or utcnow()
+    report = SweepReport()
+    lost_before = now - dt.timedelta(seconds=runner_lost_s)
+    running = session.scalars(select(Submission).where(Submission.status == "running")
+                              .order_by(Submission.id).with_for_update(skip_locked=True))
+    for sub in running:
+        started = _aware(sub.started_at) if sub.started_at else None
+        if started is None or started > lost_before:
+            continue
+        vanished = not runner_alive(session, sub.runner, runner_lost_s, now)
+        overtime = started + dt.timedelta(seconds=_time_limit(sub)) < lost_before
+        if not (vanished or overtime):
+            continue
+        if sub.attempts >= max_attempts:
+            _fail(sub, died_message(sub.attempts) if vanished else
+                  f"the job outlived its time limit {sub.attempts} times on its runners; not retried")
+            report.failed.append(sub.id)
+        else:
+            report.requeued.append(_requeue(sub, now))
+
+    queued_before = now - dt.timedelta(seconds=queued_lost_s)
+    stale = list(session.scalars(select(Submission).where(Submission.status == "queued")
+                                 .order_by(Submission.id).with_for_update(skip_locked=True)))
+    by_queue: dict[str, set[int] | None] = {}
+    for sub in stale:
+        sent = _aware(sub.dispatched_at or sub.created_at)
+        if sent > queued_before:
+            continue
+        if sub.device not in by_queue:
+            by_queue[sub.device] = pending(sub.device)
+        waiting = by_queue[sub.device]
+        if waiting is None or sub.id in waiting:
+            continue
+        report.requeued.append(_requeue(sub, now))
+    return report
+
+
+def _requeue(sub: Submission, now: dt.datetime) -> Job:
+    sub.status = "queued"
+    sub.dispatched_at = now
+    rev = sub.problem_revision
+    budgets = definition(rev).budgets.model_dump()
+    return Job(sub.id, job_message(sub, rev.secret_seed), sub.device, job_time_limit(budgets, sub.mode))
+
+
+def _time_limit(sub: Submission) -> float:
+    return job_time_limit(definition(sub.problem_revision).budgets.model_dump(), sub.mode)
+
+
+def _fail(sub: Submission, message: str) -> None:
+    sub.status = "error"
+    sub.message = message
+    sub.ranked = False
+    sub.score_ns = None
+    sub.finished_at = utcnow()
+
+
+def _aware(t: dt.datetime) -> dt.datetime:
+    """SQLite returns naive datetimes (stored as UTC)."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
