@@ -28,7 +28,7 @@ _RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": 1, "retry_backo
 
 
 @app.task(name=JOB_STARTED, **{**_RETRY, "ignore_result": False})
-def job_started(submission_id: int, runner: str) -> dict[str, Any]:
+def job_started(submission_id: int, runner: str, attempt: int | None = None) -> dict[str, Any]:
     """A runner is about to start the job: may it? Returns ``{"run": bool, "reason": str}``,
     which the runner waits for (see :func:`kernelrank.services.jobs.start_attempt`). Yes makes
     the submission ``running`` and counts an attempt; no drops a finished or duplicate job, or
@@ -40,14 +40,15 @@ def job_started(submission_id: int, runner: str) -> dict[str, Any]:
     settings = get_settings()
     with session_scope() as session:
         decision = jobs.start_attempt(session, int(submission_id), str(runner), settings.job_max_attempts,
-                                      settings.runner_lost_seconds)
+                                      settings.runner_lost_seconds, attempt)
     if not decision.run:
         log.warning("job of submission %s not started on %s: %s", submission_id, runner, decision.reason)
     return decision.to_dict()
 
 
 @app.task(name=RECORD_RESULT, **_RETRY)
-def record_result(submission_id: int, kind: str, result: dict[str, Any], runner: str) -> bool:
+def record_result(submission_id: int, kind: str, result: dict[str, Any], runner: str,
+                  attempt: int | None = None) -> bool:
     """Store one run's result (once); the verdict is set when every expected run is in.
     Returns whether anything was written."""
     from kernelrank.db.session import session_scope
@@ -55,7 +56,8 @@ def record_result(submission_id: int, kind: str, result: dict[str, Any], runner:
 
     try:
         with session_scope() as session:
-            written = submissions.record_run(session, int(submission_id), str(kind), dict(result), str(runner))
+            written = submissions.record_run(session, int(submission_id), str(kind), dict(result), str(runner),
+                                             attempt)
     except ServiceError as e:
         log.warning("result of submission %s (%s run) dropped: %s", submission_id, kind, e.message)
         return False

@@ -118,14 +118,15 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
     Never raises for a bad job or a judge failure: those become ``error`` results.
     """
     if start is None and report is not None:
-        def start(sid: int, name: str) -> tuple[bool, str]:
-            report(JOB_STARTED, [sid, name])
+        def start(sid: int, name: str, attempt: int | None = None) -> tuple[bool, str]:
+            report(JOB_STARTED, [sid, name] if attempt is None else [sid, name, attempt])
             return True, ""
     start = ask_to_start if start is None else start
     report = _send_control if report is None else report
     submission_id = int(job["submission_id"])
     kinds = list(job.get("runs") or ["public"])
-    go, reason = start(submission_id, runner)
+    attempt = job.get("attempt")
+    go, reason = start(submission_id, runner) if attempt is None else start(submission_id, runner, attempt)
     if not go:
         log.warning("job %s dropped unrun: %s", submission_id, reason)
         return []
@@ -138,7 +139,7 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
             result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", "error")))
         else:
             result = _evaluate_run(job, kind)
-        report(RECORD_RESULT, [submission_id, kind, result, runner])
+        report(RECORD_RESULT, [submission_id, kind, result, runner] + ([] if attempt is None else [attempt]))
         log.info("job %s: %s run %s: %s", submission_id, kind, result.get("status"), str(result.get("message", ""))[:200])
         results.append(result)
         previous = result
@@ -150,7 +151,7 @@ def _send_control(task: str, args: list[Any]) -> None:
     send(task, args, queue=CONTROL_QUEUE, retry=True, retry_policy=REPORT_RETRY_POLICY)
 
 
-def ask_to_start(submission_id: int, runner: str) -> tuple[bool, str]:
+def ask_to_start(submission_id: int, runner: str, attempt: int | None = None) -> tuple[bool, str]:
     """Send ``JOB_STARTED`` and wait up to ``settings.job_gate_seconds`` for the control worker's
     go-ahead (``kernelrank.services.jobs.start_attempt``): ``(run, reason)``. A redelivered job
     that is finished, running elsewhere, or out of attempts is not run. Without an answer in time
@@ -158,7 +159,8 @@ def ask_to_start(submission_id: int, runner: str) -> tuple[bool, str]:
     """
     from celery.exceptions import TimeoutError as ResultTimeout
 
-    result = get_celery().send_task(JOB_STARTED, args=[submission_id, runner], queue=CONTROL_QUEUE, retry=True,
+    args = [submission_id, runner] if attempt is None else [submission_id, runner, attempt]
+    result = get_celery().send_task(JOB_STARTED, args=args, queue=CONTROL_QUEUE, retry=True,
                                     retry_policy=REPORT_RETRY_POLICY)
     try:
         answer = result.get(timeout=get_settings().job_gate_seconds, disable_sync_subtasks=False)

@@ -74,7 +74,7 @@ def runner_alive(session: Session, name: str | None, within_s: float, now: dt.da
 
 
 def start_attempt(session: Session, submission_id: int, runner: str, max_attempts: int,
-                  runner_lost_s: float) -> StartDecision:
+                  runner_lost_s: float, attempt: int | None = None) -> StartDecision:
     """A runner is about to start the job of ``submission_id``: may it?
 
     Yes (``attempts`` + 1, status ``running`` on ``runner``) unless the submission is unknown or
@@ -86,6 +86,9 @@ def start_attempt(session: Session, submission_id: int, runner: str, max_attempt
         return StartDecision(False, f"no submission {submission_id}")
     if sub.status in FINAL:
         return StartDecision(False, f"submission {submission_id} is already finished ({sub.status})")
+    if attempt is not None and int(attempt) != sub.attempt:
+        return StartDecision(False, f"the job is for attempt {attempt} of submission {submission_id}, "
+                                    f"which was requeued (attempt {sub.attempt})")
     if (sub.status == "running" and sub.runner and sub.runner != runner
             and runner_alive(session, sub.runner, runner_lost_s)):
         return StartDecision(False, f"submission {submission_id} is running on {sub.runner}")

@@ -129,10 +129,12 @@ def mark_started(session: Session, submission_id: int, runner: str) -> None:
     sub.started_at = sub.started_at or utcnow()
 
 
-def record_run(session: Session, submission_id: int, kind: str, result: dict[str, Any], runner: str) -> bool:
+def record_run(session: Session, submission_id: int, kind: str, result: dict[str, Any], runner: str,
+               attempt: int | None = None) -> bool:
     """Store one run's result for the submission's current attempt, once: a second delivery of the
-    same (submission, attempt, kind) is ignored. Sets the verdict when every expected run is in.
-    Returns whether anything was written.
+    same (submission, attempt, kind) is ignored, and so is a result for another ``attempt`` than
+    the current one (a job of before a requeue; ``None``: a runner that does not say). Sets the
+    verdict when every expected run is in. Returns whether anything was written.
 
     Raises:
         NotFound: unknown submission.
@@ -144,6 +146,8 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     if kind not in ("public", "secret"):
         raise Invalid(f"unknown run kind {kind!r}")
     if sub.status in FINAL:  # e.g. ended by the sweeper: a late result changes nothing
+        return False
+    if attempt is not None and int(attempt) != sub.attempt:  # the job of an earlier attempt
         return False
     if session.scalar(select(Run.id).where(Run.submission_id == submission_id, Run.attempt == sub.attempt,
                                            Run.kind == kind)) is not None:
@@ -324,8 +328,9 @@ def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: boo
     dispatched like a new submission's. Runs of earlier attempts stay stored as history and are
     never counted; until the new runs are in, the submission is ``queued`` and not ranked.
 
-    A late report of the earlier attempt's job (a runner still working on it) is counted for the
-    new attempt if it comes first, never twice: hence ``force`` for a submission not yet judged.
+    Runners send the attempt their job was for with every report, so a late report of the earlier
+    attempt's job (a runner still working on it) is dropped (:func:`record_run`,
+    :func:`kernelrank.services.jobs.start_attempt`).
 
     Raises:
         NotFound: no such submission.
@@ -337,6 +342,8 @@ def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: boo
     sub.attempt += 1
     sub.status, sub.message, sub.score_ns, sub.speedup, sub.ranked = "queued", "", None, None, False
     sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
+    sub.needs_review, sub.review_reason = False, None
+    sub.attempts, sub.dispatched_at = 0, utcnow()  # a new attempt gets its own bound of starts
     session.flush()
     rev = sub.problem_revision
     dispatch(job_message(sub, rev.secret_seed), sub.device, job_time_limit(definition(rev).budgets.model_dump(), sub.mode))

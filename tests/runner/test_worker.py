@@ -151,3 +151,10 @@ def test_runner_identity_names_host_pid_and_queue(monkeypatch: pytest.MonkeyPatc
 def test_heartbeat_info_describes_the_cpu() -> None:
     info = worker.heartbeat_info("cpu")
     assert info["device"] == "cpu" and info["threads"] >= 1 and info["torch"]
+
+
+def test_reports_name_the_attempt_the_job_was_for(double: Problem) -> None:
+    reports = Reports()
+    worker.run_job(job(double, submission("double_ok.py"), attempt=2), RUNNER, reports)
+    assert reports[0] == (JOB_STARTED, [7, RUNNER, 2])
+    assert reports[1][0] == RECORD_RESULT and reports[1][1][4] == 2
