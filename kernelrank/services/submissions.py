@@ -4,7 +4,8 @@ Life of a submission: ``queued`` (created, job sent to the device's queue) -> ``
 reported it started) -> a verdict (``passed``, ``failed``, ``error``, ``timeout``,
 ``compile_error``, ``rejected``) once every expected run has been recorded: ``public`` in every
 mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked only when both runs
-passed; its score is the public run's ``score_ns``.
+passed; its score is the public run's ``score_ns``. A ``queued`` submission can be ``cancelled``
+by its owner or an admin (:func:`cancel_submission`); a runner's later reports about it are dropped.
 """
 
 from __future__ import annotations
@@ -20,10 +21,10 @@ from sqlalchemy.orm import Session
 from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.problems import MODES
 from kernelrank.queue import device_class, job_time_limit
-from kernelrank.services import Forbidden, Invalid, NotFound, TooLarge
+from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge
 from kernelrank.services.problems import current_revision, definition, spec_of
 
-FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected")
+FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected", "cancelled")
 LOG_LIMIT = 256 * 1024
 
 #: ``dispatch(job_message, queue, time_limit_s)``: sends the evaluation job (Celery by default).
@@ -126,6 +127,8 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
         raise NotFound(f"no submission {submission_id}")
     if kind not in ("public", "secret"):
         raise Invalid(f"unknown run kind {kind!r}")
+    if sub.status == "cancelled":
+        raise Conflict(f"submission {submission_id} was cancelled; its {kind} result is ignored")
     if session.scalar(select(Run.id).where(Run.submission_id == submission_id, Run.kind == kind)) is not None:
         return False
     logs = result.pop("logs", {}) or {}
@@ -168,6 +171,34 @@ def get_submission(session: Session, submission_id: int) -> Submission:
     sub = session.get(Submission, submission_id)
     if sub is None:
         raise NotFound(f"no submission {submission_id}")
+    return sub
+
+
+def cancel_submission(session: Session, viewer: User, submission_id: int) -> Submission:
+    """Cancel a ``queued`` submission: it becomes ``cancelled`` (a final status) and no longer
+    counts against its owner's limits. A runner that takes the job afterwards may still run it,
+    but its reports are dropped (:func:`mark_started` and :func:`record_run`).
+
+    The status changes only if it is still ``queued`` at the moment of the update, so a runner's
+    ``job_started`` arriving at the same time cannot be overwritten.
+
+    Raises:
+        NotFound: no such submission.
+        Forbidden: ``viewer`` is neither its owner nor an admin.
+        Conflict: it is no longer queued (running or finished).
+    """
+    from sqlalchemy import update
+
+    sub = get_submission(session, submission_id)
+    require_owner(viewer, sub)
+    done = session.execute(
+        update(Submission).where(Submission.id == submission_id, Submission.status == "queued")
+        .values(status="cancelled", finished_at=utcnow(), message=f"cancelled by {viewer.name}")
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    session.refresh(sub)
+    if not done:
+        raise Conflict(f"submission {submission_id} is {sub.status}; only a queued submission can be cancelled")
     return sub
 
 
