@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 #: Seconds a broker connection attempt may take.
@@ -24,12 +25,16 @@ class Check:
     detail: str = "ok"
 
 
-def check_database(session: Any) -> Check:
-    """``SELECT 1`` on the session's database."""
+def check_database(session_factory: Callable[[], Any]) -> Check:
+    """``SELECT 1`` in a new session from ``session_factory`` (closed afterwards)."""
     from sqlalchemy import text
 
     try:
-        session.execute(text("SELECT 1")).scalar_one()
+        session = session_factory()
+        try:
+            session.execute(text("SELECT 1")).scalar_one()
+        finally:
+            session.close()
     except Exception as e:  # noqa: BLE001 - any failure means not ready
         return Check("database", False, f"unavailable ({type(e).__name__})")
     return Check("database", True)

@@ -64,7 +64,7 @@ class Settings(BaseSettings):
     #: ``kernelrank.services.limits.COUNTED``); 0 = no limit. Admins are exempt.
     rate_submissions_per_hour: int = Field(default=60, ge=0)
     #: Jobs a user may have queued or running at once; 0 = no limit. Admins are exempt.
-    rate_concurrent_jobs: int = Field(default=4, ge=0)
+    rate_concurrent_jobs: int = Field(default=10, ge=0)
     #: Log lines as JSON objects (one per line) or as plain text.
     log_format: Literal["json", "text"] = "json"
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"

@@ -21,11 +21,8 @@ def healthz() -> dict[str, str]:
 def readyz(request: Request, response: Response) -> dict:
     """200 with each check ``ok`` when the database answers ``SELECT 1`` and the broker accepts
     a connection (filesystem broker: its folders are writable); else 503 naming the failed ones."""
-    session = request.app.state.session_factory()
-    try:
-        checks = [health.check_database(session), health.check_broker(request.app.state.settings)]
-    finally:
-        session.close()
+    checks = [health.check_database(request.app.state.session_factory),
+              health.check_broker(request.app.state.settings)]
     ready = all(c.ok for c in checks)
     response.status_code = 200 if ready else 503
     return {"status": "ready" if ready else "unavailable", "checks": {c.name: c.detail for c in checks}}
