@@ -92,7 +92,7 @@ class RequestMetricsMiddleware:
                                      "duration_ms": round(elapsed * 1000, 2)}
             sub = (scope.get("path_params") or {}).get("submission_id")
             if sub is not None:
-                extra["submission_id"] = sub
+                extra["submission_id"] = int(sub) if str(sub).isdigit() else sub
             log.info("%s %s %s", scope.get("method"), route, status["code"], extra=extra)
 
 
