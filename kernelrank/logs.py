@@ -69,6 +69,29 @@ def _utc_time(_formatter: Any, record: logging.LogRecord, _datefmt: str | None =
     return dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(timespec="milliseconds")
 
 
+#: The ``extra`` fields a JSON line may carry. Anything else a library attaches is left out: Celery,
+#: for one, attaches each task's arguments (``data``), which hold submitted code and secret seeds.
+EXTRA_FIELDS = frozenset({"submission_id", "user", "problem", "device", "mode", "kind", "runner", "method", "route",
+                          "status", "duration_ms", "exc_info", "stack_info", "taskName"})
+
+
+def _json_formatter() -> logging.Formatter:
+    from pythonjsonlogger.json import JsonFormatter
+
+    class _Formatter(JsonFormatter):
+        def add_fields(self, log_data: dict[str, Any], record: logging.LogRecord, message_dict: dict[str, Any]) -> None:
+            super().add_fields(log_data, record, message_dict)
+            for key in [k for k in log_data if k not in _BASE_FIELDS and k not in EXTRA_FIELDS]:
+                del log_data[key]
+            log_data.pop("taskName", None)
+
+    return _Formatter("{asctime}{levelname}{name}{message}", style="{",
+                      rename_fields={"asctime": "time", "levelname": "level", "name": "logger"})
+
+
+_BASE_FIELDS = frozenset({"time", "level", "logger", "message"})
+
+
 def make_formatter(fmt: str) -> logging.Formatter:
     """The formatter of ``fmt``: ``json`` (one JSON object per line) or ``text``.
 
@@ -76,12 +99,7 @@ def make_formatter(fmt: str) -> logging.Formatter:
         ValueError: another format.
     """
     if fmt == "json":
-        from pythonjsonlogger.json import JsonFormatter
-
-        formatter: logging.Formatter = JsonFormatter(
-            "{asctime}{levelname}{name}{message}", style="{",
-            rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
-        )
+        formatter: logging.Formatter = _json_formatter()
     elif fmt == "text":
         formatter = _TextFormatter("%(asctime)s %(levelname)s %(name)s%(submission_tag)s %(message)s")
     else:

@@ -85,3 +85,24 @@ def test_celery_tasks_bind_their_submission(restore_root: None) -> None:
     log.info("idle")
     during, after = _lines(out)
     assert during["submission_id"] == 9 and "submission_id" not in after
+
+
+def test_json_lines_leave_out_unknown_extras(restore_root: None) -> None:
+    """Celery attaches a task's arguments (submitted code, the secret seed) as ``data``: never logged."""
+    from kernelrank.logs import configure_logging
+
+    out = io.StringIO()
+    configure_logging(Settings(), stream=out)
+    logging.getLogger("celery.worker.strategy").info(
+        "Task %s received", "kernelrank.evaluate",
+        extra={"data": {"args": "[{'source': 'SECRET-CODE', 'secret_seed': 987654321}]"}, "submission_id": 3})
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        logging.getLogger("kernelrank.runner").exception("judge failed")
+    received, failed = _lines(out)
+    assert received == {"time": received["time"], "level": "INFO", "logger": "celery.worker.strategy",
+                        "message": "Task kernelrank.evaluate received", "submission_id": 3}
+    assert "SECRET-CODE" not in out.getvalue() and "987654321" not in out.getvalue()
+    assert "ValueError: boom" in failed["exc_info"]
+

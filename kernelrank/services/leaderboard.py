@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Submission, User
@@ -28,13 +28,9 @@ class LeaderboardRow:
     submitted_at: dt.datetime
 
 
-def leaderboard(session: Session, problem: str, device: str, limit: int = 100) -> tuple[str, list[LeaderboardRow]]:
-    """``(revision, rows)`` for the current revision of ``problem`` on ``device``.
-
-    Raises:
-        NotFound: unknown problem.
-    """
-    rev = current_revision(session, problem)
+def leaderboard_query(revision_id: int, device: str, limit: int = 100) -> Select:
+    """The ranking query of one problem revision on one device: each user's best ranked
+    submission (lowest ``score_ns``, then earliest), best first, at most ``limit`` rows."""
     best = (
         select(
             Submission.id,
@@ -48,18 +44,28 @@ def leaderboard(session: Session, problem: str, device: str, limit: int = 100) -
                 order_by=(Submission.score_ns.asc(), Submission.created_at.asc(), Submission.id.asc()),
             ).label("rn"),
         )
-        .where(Submission.problem_revision_id == rev.id, Submission.device == device, Submission.ranked.is_(True))
+        .where(Submission.problem_revision_id == revision_id, Submission.device == device,
+               Submission.ranked.is_(True))
         .subquery()
     )
-    q = (
+    return (
         select(best, User.name)
         .join(User, User.id == best.c.user_id)
         .where(best.c.rn == 1)
         .order_by(best.c.score_ns.asc(), best.c.created_at.asc(), best.c.id.asc())
         .limit(limit)
     )
+
+
+def leaderboard(session: Session, problem: str, device: str, limit: int = 100) -> tuple[str, list[LeaderboardRow]]:
+    """``(revision, rows)`` for the current revision of ``problem`` on ``device``.
+
+    Raises:
+        NotFound: unknown problem.
+    """
+    rev = current_revision(session, problem)
     rows = [
         LeaderboardRow(i + 1, r.name, r.id, r.score_ns, r.speedup, r.language, r.created_at)
-        for i, r in enumerate(session.execute(q))
+        for i, r in enumerate(session.execute(leaderboard_query(rev.id, device, limit)))
     ]
     return rev.revision, rows
