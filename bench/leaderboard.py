@@ -181,7 +181,7 @@ def main() -> None:
         root = Path(tmp)
         data_dir = root / "data"
         data_dir.mkdir()
-        pg = contextlib.nullcontext(args.database_url) if args.database_url else private_postgres(root / "pgroot")
+        pg = contextlib.nullcontext(args.database_url) if args.database_url else private_postgres()
         with pg as db_url:
             times = fill(db_url, args.rows, args.users, args.hot)
             print("fill: " + ", ".join(f"{k} {v:.1f} s" for k, v in times.items()))

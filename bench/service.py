@@ -174,9 +174,19 @@ def _pg_bin(name: str) -> str:
 
 
 @contextlib.contextmanager
-def private_postgres(root: Path) -> Iterator[str]:
-    """A throw-away PostgreSQL cluster in ``root/pg`` listening on a free loopback port (run as
-    the ``postgres`` user when this is root); yields a SQLAlchemy URL of its ``kernelrank`` database."""
+def private_postgres() -> Iterator[str]:
+    """A throw-away PostgreSQL cluster in a new temp folder (removed afterwards) listening on a
+    free loopback port, run as the ``postgres`` user when this is root; yields a SQLAlchemy URL of
+    its ``kernelrank`` database."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="kernelrank-pg-") as tmp:
+        with _postgres_in(Path(tmp)) as url:
+            yield url
+
+
+@contextlib.contextmanager
+def _postgres_in(root: Path) -> Iterator[str]:
     pgdata, sockets = root / "pg", root / "pgsock"
     pgdata.mkdir(parents=True)
     sockets.mkdir(parents=True)
@@ -187,7 +197,11 @@ def private_postgres(root: Path) -> Iterator[str]:
         shutil.chown(sockets, "postgres")
         as_user = ["runuser", "-u", "postgres", "--"]
     port = free_port()
-    run = lambda *argv: subprocess.run([*as_user, *argv], check=True, capture_output=True, text=True)  # noqa: E731
+    def run(*argv: str) -> None:
+        done = subprocess.run([*as_user, *argv], capture_output=True, text=True)
+        if done.returncode:
+            raise RuntimeError(f"{Path(argv[0]).name} failed ({done.returncode}): {done.stderr[-2000:]}")
+
     run(_pg_bin("initdb"), "-D", str(pgdata), "-U", "postgres", "--auth=trust", "-E", "UTF8")
     run(_pg_bin("pg_ctl"), "-D", str(pgdata), "-w", "-l", str(root / "pg.log"), "-o",
         f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off -c shared_buffers=256MB", "start")

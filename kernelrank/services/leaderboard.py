@@ -2,7 +2,7 @@
 
 Score = the geometric mean over benchmark cases of each case's mean time (ns), lower is better;
 ties go to the earlier submission. One SQL query with a window function (SQLite >= 3.25 and
-Postgres), served by the index ``ix_submissions_board (problem_revision_id, device, ranked, score_ns)``.
+Postgres), served by the partial index ``ix_submissions_user_best`` (migration 0004).
 """
 
 from __future__ import annotations
@@ -30,30 +30,39 @@ class LeaderboardRow:
 
 def leaderboard_query(revision_id: int, device: str, limit: int = 100) -> Select:
     """The ranking query of one problem revision on one device: each user's best ranked
-    submission (lowest ``score_ns``, then earliest), best first, at most ``limit`` rows."""
+    submission (lowest ``score_ns``, then earliest), best first, at most ``limit`` rows.
+
+    The window runs over key columns only, so Postgres answers it from the partial index
+    ``ix_submissions_user_best`` alone (an index-only scan already in per-user order, no sort);
+    the other columns are read for the ``limit`` winners only.
+    """
     best = (
         select(
             Submission.id,
             Submission.user_id,
             Submission.score_ns,
-            Submission.speedup,
-            Submission.language,
             Submission.created_at,
             func.row_number().over(
                 partition_by=Submission.user_id,
                 order_by=(Submission.score_ns.asc(), Submission.created_at.asc(), Submission.id.asc()),
             ).label("rn"),
         )
-        .where(Submission.problem_revision_id == revision_id, Submission.device == device,
-               Submission.ranked.is_(True))
+        # ``ranked`` alone (not ``ranked IS TRUE``): the partial index's predicate
+        .where(Submission.problem_revision_id == revision_id, Submission.device == device, Submission.ranked)
         .subquery()
     )
-    return (
-        select(best, User.name)
-        .join(User, User.id == best.c.user_id)
+    top = (
+        select(best.c.id, best.c.user_id, best.c.score_ns, best.c.created_at)
         .where(best.c.rn == 1)
         .order_by(best.c.score_ns.asc(), best.c.created_at.asc(), best.c.id.asc())
         .limit(limit)
+        .subquery()
+    )
+    return (
+        select(top, Submission.speedup, Submission.language, User.name)
+        .join(Submission, Submission.id == top.c.id)
+        .join(User, User.id == top.c.user_id)
+        .order_by(top.c.score_ns.asc(), top.c.created_at.asc(), top.c.id.asc())
     )
 
 
