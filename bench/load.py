@@ -92,6 +92,30 @@ async def run(url: str, tokens: list[str], total: int, timeout_s: float) -> tupl
     return tally, time.perf_counter() - t0
 
 
+def server_side(metrics: str, method: str, route: str) -> str:
+    """The API's own latency for one route, from its ``/metrics`` histogram: the bucket bounds that
+    hold the median and the 99th percentile (time inside the server, without the client's queueing)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    buckets: dict[float, float] = {}
+    for family in text_string_to_metric_families(metrics):
+        for sample in family.samples:
+            if (sample.name == "kernelrank_http_request_duration_seconds_bucket"
+                    and sample.labels.get("method") == method and sample.labels.get("route") == route):
+                le = float(sample.labels["le"])
+                buckets[le] = buckets.get(le, 0.0) + sample.value
+    if not buckets:
+        return f"{method} {route}: no samples"
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]]
+
+    def bound(q: float) -> str:
+        b = next(b for b in bounds if buckets[b] >= q * total)
+        return "> 10 s" if b == float("inf") else f"<= {b * 1000:g} ms"
+
+    return f"{method} {route} inside the API: {total:.0f} requests, p50 {bound(0.5)}, p99 {bound(0.99)}"
+
+
 def database_check(data_dir: Path) -> tuple[int, int, int]:
     """``(submissions, runs, submissions with more than one public run)`` in the service's SQLite."""
     from sqlalchemy import create_engine, text
@@ -146,6 +170,8 @@ def main() -> None:
     print(describe("all API requests", tally.post_s + tally.get_s))
     print(f"total: {wall:.1f} s from the first submission to the last verdict "
           f"({accepted / wall:.2f} submissions/s end to end)")
+    print(server_side(metrics, "POST", "/api/v1/submissions"))
+    print(server_side(metrics, "GET", "/api/v1/submissions"))
     print(f"machine after: {machine()}")
     durations = [line for line in metrics.splitlines()
                  if line.startswith("kernelrank_job_duration_seconds_") and "_bucket" not in line]
