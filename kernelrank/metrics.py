@@ -153,27 +153,37 @@ def _job_families(session: Any, final: tuple[str, ...], online_within_s: float) 
             .where(Submission.status.in_(("queued", "running"))).group_by(Submission.device, Submission.status)):
         (depth if status == "queued" else running).add_metric([device], float(n))
 
-    # verdicts and job durations in one scan of the finished submissions (the largest part of the table)
+    # verdicts and job durations in one scan of the finished submissions (the largest part of the
+    # table): each row's duration is computed once (the OFFSET 0 subquery is not flattened) and
+    # placed in its bucket; rows are counted per (device, mode, status, bucket)
     dur = _duration_seconds(session.get_bind().dialect.name, Submission.started_at, Submission.finished_at)
-    under = [func.sum(case((dur <= b, 1), else_=0)) for b in JOB_BUCKETS]  # NULL durations count nowhere
+    rows = (select(Submission.device, Submission.mode, Submission.status, dur.label("d"))
+            .where(Submission.status.in_(final)).offset(0).subquery())
+    bucket = case(*[(rows.c.d <= b, i) for i, b in enumerate(JOB_BUCKETS)],
+                  (rows.c.d.is_not(None), len(JOB_BUCKETS)), else_=None).label("bucket")
     verdicts = CounterMetricFamily("kernelrank_verdicts", "Finished submissions by device, mode and final status.",
                                    labels=["device", "mode", "status"])
-    hist: dict[tuple[str, str], list[float]] = {}  # (device, mode) -> [count, sum, *cumulative buckets]
-    for device, mode, status, n, timed, total, *cum in session.execute(
-            select(Submission.device, Submission.mode, Submission.status, func.count(), func.count(dur),
-                   func.sum(dur), *under)
-            .where(Submission.status.in_(final)).group_by(Submission.device, Submission.mode, Submission.status)):
-        verdicts.add_metric([device, mode, status], float(n))
-        acc = hist.setdefault((device, mode), [0.0] * (2 + len(JOB_BUCKETS)))
-        for i, v in enumerate([timed, total, *cum]):
-            acc[i] += float(v or 0)
+    finished: dict[tuple[str, str, str], float] = {}
+    per_bucket: dict[tuple[str, str], list[float]] = {}  # (device, mode) -> jobs per bucket (+Inf last)
+    sums: dict[tuple[str, str], float] = {}
+    for device, mode, status, b, n, total in session.execute(
+            select(rows.c.device, rows.c.mode, rows.c.status, bucket, func.count(), func.sum(rows.c.d))
+            .group_by(rows.c.device, rows.c.mode, rows.c.status, bucket)):
+        finished[(device, mode, status)] = finished.get((device, mode, status), 0.0) + n
+        if b is not None:
+            per_bucket.setdefault((device, mode), [0.0] * (len(JOB_BUCKETS) + 1))[int(b)] += n
+            sums[(device, mode)] = sums.get((device, mode), 0.0) + float(total or 0.0)
+    for (device, mode, status), n in sorted(finished.items()):
+        verdicts.add_metric([device, mode, status], n)
     durations = HistogramMetricFamily("kernelrank_job_duration_seconds",
                                       "Runner time of finished jobs (finished_at - started_at), seconds.",
                                       labels=["device", "mode"])
-    for (device, mode), (count, total, *cum) in sorted(hist.items()):
-        if count:
-            buckets = [(repr(b), c) for b, c in zip(JOB_BUCKETS, cum)] + [("+Inf", count)]
-            durations.add_metric([device, mode], buckets, total)
+    for (device, mode), counts in sorted(per_bucket.items()):
+        cumulative, running_total = [], 0.0
+        for le, c in zip([repr(b) for b in JOB_BUCKETS] + ["+Inf"], counts):
+            running_total += c
+            cumulative.append((le, running_total))
+        durations.add_metric([device, mode], cumulative, sums[(device, mode)])
 
     online = GaugeMetricFamily("kernelrank_runners_online", "Runners with a recent heartbeat, per device queue.",
                                labels=["device"])
