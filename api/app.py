@@ -42,13 +42,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in routers:
         app.include_router(router)
 
-    @app.get("/healthz", tags=["health"], summary="Liveness (touches no database)")
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+    from kernelrank.logs import configure_logging
+    from kernelrank.metrics import ApiMetrics, RequestMetricsMiddleware
+
+    configure_logging(app.state.settings)
+    app.state.metrics = ApiMetrics(app.state.session_factory, app.state.settings.runner_online_seconds)
+    app.add_middleware(RequestMetricsMiddleware, metrics=app.state.metrics)
 
     @app.exception_handler(ServiceError)
     async def _service_error(_request: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message}, status_code=exc.status_code)
+        return JSONResponse({"detail": exc.message}, status_code=exc.status_code,
+                            headers=getattr(exc, "headers", None))
 
     @app.exception_handler(OperationalError)
     async def _database_down(request: Request, exc: OperationalError) -> JSONResponse:

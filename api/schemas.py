@@ -139,7 +139,7 @@ class SubmissionPublic(_UtcTimes):
     device: str
     mode: str
     language: str
-    status: str = Field(description="queued, running, passed, failed, error, timeout, compile_error or rejected.")
+    status: str = Field(description="queued, running, passed, failed, error, timeout, compile_error, rejected or cancelled.")
     message: str
     score_ns: float | None
     speedup: float | None

@@ -119,8 +119,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 def make_celery(settings: Settings | None = None) -> Celery:
     """A Celery app configured from ``settings``."""
+    from kernelrank.logs import install_celery_hooks
+
     app = Celery("kernelrank")
     app.conf.update(celery_config(settings or get_settings()))
+    install_celery_hooks()  # JSON log lines, each carrying the task's submission_id
     return app
 
 

@@ -88,6 +88,16 @@ class Settings(BaseSettings):
     #: its files unpacked together.
     max_problem_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
 
+    # -- limits against abuse and observability (``kernelrank.services.limits``, ``kernelrank.logs``) ---
+    #: Submissions a user may make per rolling hour (failed and cancelled ones do not count; see
+    #: ``kernelrank.services.limits.COUNTED``); 0 = no limit. Admins are exempt.
+    rate_submissions_per_hour: int = Field(default=60, ge=0)
+    #: Jobs a user may have queued or running at once; 0 = no limit. Admins are exempt.
+    rate_concurrent_jobs: int = Field(default=10, ge=0)
+    #: Log lines as JSON objects (one per line) or as plain text.
+    log_format: Literal["json", "text"] = "json"
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
     # -- the command-line client (``kernelrank submit``, ``leaderboard``, ``login``) ------------------
     #: Server URL for client commands; a ``--server`` flag wins, the client config file comes after.
     server: str | None = None

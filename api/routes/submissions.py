@@ -8,6 +8,7 @@ Code and logs are shown to the owner and admins only.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -19,16 +20,18 @@ from starlette.datastructures import UploadFile
 from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionDep, SettingsDep
 from kernelrank.api.schemas import RunPublic, SubmissionAccepted, SubmissionCreate, SubmissionPublic
 from kernelrank.db.models import Submission
-from kernelrank.services import TooLarge, submissions
+from kernelrank.services import TooLarge, limits, submissions
 
 router = APIRouter(prefix="/api/v1/submissions", tags=["submissions"])
+log = logging.getLogger("kernelrank.api.submissions")
 
 #: Bytes a request may carry besides the code (form fields, multipart boundaries, JSON keys).
 _ENVELOPE_BYTES = 64 * 1024
 #: Worst-case growth of text written as a JSON string (``\u00XX`` escapes).
 _JSON_ESCAPE_FACTOR = 6
 
-Status = Literal["queued", "running", "passed", "failed", "error", "timeout", "compile_error", "rejected"]
+Status = Literal["queued", "running", "passed", "failed", "error", "timeout", "compile_error", "rejected",
+                 "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ _FORM_SCHEMA = {
                413: {"description": "Code over the size limit"}, 415: {"description": "Neither form nor JSON"},
                409: {"description": "Leaderboard mode on a closed problem (past its deadline)"},
                422: {"description": "Unknown mode or device, a device no runner serves, empty or non-UTF-8 code"},
+               429: {"description": "Over the hourly quota or the concurrent-job limit; see Retry-After"},
                503: {"description": "The database or the job queue is unavailable"}},
 )
 def create_submission(user: CurrentUser, new: Annotated[NewSubmission, Depends(parse_submission)],
@@ -146,11 +150,14 @@ def create_submission(user: CurrentUser, new: Annotated[NewSubmission, Depends(p
     """Store a kernel and queue its evaluation on the device's runners; poll the returned id."""
     from kernelrank.services.runners import served_devices
 
+    limits.check_submission(session, user, limits.Limits.from_settings(settings))
     sub = submissions.create_submission(
         session, user, new.problem, new.device, new.mode, new.raw, new.filename,
         served_devices(session, settings.runner_online_seconds), settings.max_code_bytes, dispatch,
     )
     response.headers["Location"] = f"{router.prefix}/{sub.id}"
+    log.info("submission accepted", extra={"submission_id": sub.id, "user": user.name, "problem": new.problem,
+                                           "device": new.device, "mode": new.mode})
     return SubmissionAccepted(id=sub.id, status=sub.status)
 
 
@@ -180,6 +187,18 @@ def get_submission(submission_id: int, viewer: OptionalUser, session: SessionDep
     sub = submissions.get_visible_submission(session, submission_id, viewer)
     full = submissions.can_see_code(viewer, sub)
     return _public(sub, full=full, with_code=full)
+
+
+@router.post("/{submission_id}/cancel", response_model=SubmissionPublic, summary="Cancel a queued submission",
+             responses={401: {"description": "No valid token"}, 403: {"description": "Not the owner nor an admin"},
+                        404: {"description": "No such submission"},
+                        409: {"description": "Not queued any more (running or finished)"}})
+def cancel_submission(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionPublic:
+    """Cancel one of your queued submissions (admins: anyone's): it becomes ``cancelled``, is never
+    judged and does not count against your limits."""
+    sub = submissions.cancel_submission(session, user, submission_id)
+    log.info("submission cancelled", extra={"submission_id": sub.id, "user": user.name})
+    return _public(sub, full=True, with_code=True)
 
 
 def _first_line(text: Any, limit: int = 300) -> str:

@@ -1,5 +1,5 @@
-"""Client commands that talk to a KernelRank server over its HTTP API: ``submit``, ``leaderboard``
-and ``login``.
+"""Client commands that talk to a KernelRank server over its HTTP API: ``submit``, ``cancel``,
+``leaderboard`` and ``login``.
 
 Server and token come from, in order: the ``--server`` / ``--token`` flags, the settings
 (``KERNELRANK_SERVER`` / ``KERNELRANK_TOKEN``), the client config file ``kernelrank login`` writes
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from kernelrank.runner.results import EvalResult
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected")
+FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected", "cancelled")
 #: Seconds for one HTTP request (connect, read, write).
 REQUEST_TIMEOUT_S = 30.0
 #: Consecutive failed polls (server unreachable) tolerated while waiting for a verdict.
@@ -299,7 +299,7 @@ def submission_view(sub: dict[str, Any]) -> Any:
 
 def _style(status: Any) -> str:
     return {"passed": "bold green", "timeout": "bold yellow", "compile_error": "bold magenta",
-            "queued": "cyan", "running": "cyan"}.get(str(status), "bold red")
+            "queued": "cyan", "running": "cyan", "cancelled": "yellow"}.get(str(status), "bold red")
 
 
 def leaderboard_table(board: dict[str, Any]) -> Any:
@@ -504,6 +504,27 @@ def leaderboard_command(
         console.print("no ranked submissions yet")
 
 
+def cancel_command(
+    submission: Annotated[int, typer.Argument(help="Submission id (as `submit` printed it).", min=1)],
+    server: ServerOpt = None,
+    token: TokenOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cancel one of your queued submissions (admins: anyone's); a running or finished one cannot be."""
+    from kernelrank.cli.render import make_console
+
+    try:
+        target = resolve_target(server, token)
+        with ApiClient(target) as api:
+            sub = api.request("POST", f"/submissions/{submission}/cancel")
+    except ClientError as e:
+        raise _fail(e) from None
+    if as_json:
+        typer.echo(json.dumps(sub, allow_nan=False, default=str))
+    else:
+        make_console().print(f"submission #{sub.get('id')}: [{_style(sub.get('status'))}]{sub.get('status')}[/]")
+
+
 def _seg(value: str) -> str:
     """A URL path segment (so ``a/b`` cannot reach another route)."""
     from urllib.parse import quote
@@ -568,7 +589,8 @@ def _password_token(target: Target, user: str, from_stdin: bool) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``submit``, ``leaderboard`` and ``login`` to the ``kernelrank`` app."""
+    """Add ``submit``, ``cancel``, ``leaderboard`` and ``login`` to the ``kernelrank`` app."""
     app.command("submit")(submit_command)
+    app.command("cancel")(cancel_command)
     app.command("leaderboard")(leaderboard_command)
     app.command("login")(login_command)

@@ -158,7 +158,7 @@ def children(host: str, port: int, logs: Path) -> list[Child]:
     celery_flags = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     return [
         Child("api", [py, "-m", "uvicorn", "kernelrank.api.app:create_app", "--factory", "--host", host,
-                      "--port", str(port)], logs / "api.log"),
+                      "--port", str(port), "--no-access-log"], logs / "api.log"),  # the app logs each request as JSON
         Child("control", [py, "-m", "celery", "-A", "kernelrank.control", "worker", "-Q", "control", "-P", "solo",
                           *celery_flags, "-n", "control@%h", "--loglevel", "INFO"], logs / "control.log"),
         Child("runner", [py, "-m", "kernelrank.cli.main", "runner", "--device", "cpu"], logs / "runner.log",

@@ -27,6 +27,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
     func,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
@@ -175,6 +176,9 @@ class Submission(Base):
         Index("ix_submissions_board", "problem_revision_id", "device", "ranked", "score_ns"),
         Index("ix_submissions_user", "user_id", "created_at"),
         Index("ix_submissions_status", "status", "device"),
+        # each user's best ranked entry, in the leaderboard window's order (migration 0004)
+        Index("ix_submissions_user_best", "problem_revision_id", "device", "user_id", "score_ns", "created_at", "id",
+              postgresql_where=text("ranked"), sqlite_where=text("ranked = 1")),
     )
 
 

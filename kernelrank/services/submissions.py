@@ -5,7 +5,8 @@ reported it started) -> a verdict (``passed``, ``failed``, ``error``, ``timeout`
 ``compile_error``, ``rejected``) once every expected run has been recorded: ``public`` in every
 mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked only when both runs
 passed, it was made before the problem's deadline and it is not disqualified; its score is the
-public run's ``score_ns``. Starts are counted and bounded, and jobs of
+public run's ``score_ns``. A ``queued`` submission can be ``cancelled`` by its owner
+or an admin (:func:`cancel_submission`); a runner's later reports about it are dropped. Starts are counted and bounded, and jobs of
 vanished runners requeued, by :mod:`kernelrank.services.jobs`.
 
 A passing run whose speedup is beyond the problem's ``review_speedup`` marks the submission
@@ -34,7 +35,7 @@ from kernelrank.queue import device_class, job_time_limit
 from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 
-FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected")
+FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected", "cancelled")
 LOG_LIMIT = 256 * 1024
 
 #: ``dispatch(job_message, queue, time_limit_s)``: sends the evaluation job (Celery by default).
@@ -145,6 +146,8 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
         raise NotFound(f"no submission {submission_id}")
     if kind not in ("public", "secret"):
         raise Invalid(f"unknown run kind {kind!r}")
+    if sub.status == "cancelled":
+        raise Conflict(f"submission {submission_id} was cancelled; its {kind} result is ignored")
     if sub.status in FINAL:  # e.g. ended by the sweeper: a late result changes nothing
         return False
     if attempt is not None and int(attempt) != sub.attempt:  # the job of an earlier attempt
@@ -210,6 +213,35 @@ def get_visible_submission(session: Session, submission_id: int, viewer: User | 
     sub = get_submission(session, submission_id)
     if sub.problem_revision.problem.hidden and not can_see_code(viewer, sub):
         raise NotFound(f"no submission {submission_id}")
+    return sub
+
+
+def cancel_submission(session: Session, viewer: User, submission_id: int) -> Submission:
+    """Cancel a ``queued`` submission: it becomes ``cancelled`` (a final status) and no longer
+    counts against its owner's limits. A runner that takes the job afterwards may still run it,
+    but the go-ahead refuses it (:func:`kernelrank.services.jobs.start_attempt`: the status is
+    final) and its reports are dropped (:func:`mark_started` and :func:`record_run`).
+
+    The status changes only if it is still ``queued`` at the moment of the update, so a runner's
+    ``job_started`` arriving at the same time cannot be overwritten.
+
+    Raises:
+        NotFound: no such submission.
+        Forbidden: ``viewer`` is neither its owner nor an admin.
+        Conflict: it is no longer queued (running or finished).
+    """
+    from sqlalchemy import update
+
+    sub = get_submission(session, submission_id)
+    require_owner(viewer, sub)
+    done = session.execute(
+        update(Submission).where(Submission.id == submission_id, Submission.status == "queued")
+        .values(status="cancelled", finished_at=utcnow(), message=f"cancelled by {viewer.name}")
+        .execution_options(synchronize_session=False)
+    ).rowcount
+    session.refresh(sub)
+    if not done:
+        raise Conflict(f"submission {submission_id} is {sub.status}; only a queued submission can be cancelled")
     return sub
 
 

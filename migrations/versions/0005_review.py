@@ -2,7 +2,7 @@
 leaderboard until an admin clears it
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-22 03:40:00
 """
 from alembic import op
@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 
 revision = '0005'
-down_revision = '0003'
+down_revision = '0004'
 branch_labels = None
 depends_on = None
 
