@@ -63,7 +63,7 @@ def timer_agreement(spec, case: Case, options: EvalOptions, threads: int) -> Non
     w = bench.wall_check
     print(f"   harness mean {harness_mean / 1e3:10.2f} µs over {bench.timing['runs']} runs "
           f"(median {bench.timing['median_ns'] / 1e3:.2f} µs; claimed mean {w['claimed_mean_ns'] / 1e3:.2f} µs, "
-          f"judge's overhead {w['overhead_ns'] / 1e3:.1f} µs, {w['replaced_calls']} calls at the judge's figure)")
+          f"judge's overhead {w['overhead_ns'] / 1e3:.1f} µs, {w['replaced_requests']} of {w['requests']} requests at the judge's figure)")
     print(f"   Timer   mean {t.mean * 1e6:10.2f} µs over {t.number_per_run * len(t.raw_times)} calls "
           f"(median {t.median * 1e6:.2f} µs)")
     print(f"   ratio harness/Timer = {ratio:.3f}   (target 0.95 .. 1.05)")

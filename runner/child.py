@@ -193,20 +193,26 @@ class Worker:
         return {"ok": True}
 
     def op_go(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """One timed call on the staged inputs; answers only its claimed time (``ns``), so the
-        judge's clock around this request holds the call and a small fixed overhead, no data.
-        The output is held for ``fetch`` (or dropped by the next ``go``); the child keeps
-        nothing else of it (see :class:`PreviousOutput`), as ``torch.utils.benchmark.Timer``'s
-        loop keeps nothing between calls."""
+        """``repeat`` timed calls back to back on the staged inputs (default 1); answers only
+        their claimed times (``times_ns``), so the judge's clock around this request holds the
+        calls and a small fixed overhead, no data. The last output is held for ``fetch`` (or
+        dropped by the next ``go``); the child keeps nothing else of any output (see
+        :class:`PreviousOutput`), as ``torch.utils.benchmark.Timer``'s loop keeps nothing."""
         if self.staged is None:
             return {"ok": False, "kind": "protocol", "message": "go before stage"}
         self.held = None
-        self.calls += 1
-        out, ns = self.timer.time_call(self.kernel, self.staged)
-        alias = _alias(out, self.staged_storages, self.previous, self.calls)
-        self.previous.track(out)
-        self.held = out
-        return {"ok": True, "ns": ns, **({"alias": alias} if alias else {})}
+        times: list[int] = []
+        alias: str | None = None
+        for _ in range(max(1, int(msg.get("repeat", 1)))):
+            self.held = None
+            self.calls += 1
+            out, ns = self.timer.time_call(self.kernel, self.staged)
+            times.append(ns)
+            alias = alias or _alias(out, self.staged_storages, self.previous, self.calls)
+            self.previous.track(out)
+            self.held = out
+            del out
+        return {"ok": True, "times_ns": times, **({"alias": alias} if alias else {})}
 
     def op_fetch(self, msg: dict[str, Any]) -> dict[str, Any]:
         """The output of the last ``go``, as a snapshot; releases it."""

@@ -170,23 +170,35 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
 
 @dataclass
 class _CaseTiming:
-    """Raw figures of one case, per timed call: the child's claim and the judge's window (ns)."""
+    """Raw figures of one case: the child's claim per timed call, and per ``go`` request (one
+    call in leaderboard mode, a batch of back-to-back calls in benchmark mode) the judge's window
+    and the number of calls it held (ns)."""
 
     result: CaseResult
     claims: list[int] = field(default_factory=list)
     windows: list[int] = field(default_factory=list)
+    sizes: list[int] = field(default_factory=list)
     #: per call, CPU time of the child from the end of its window to the start of the next
     #: (or to the end of the case for the last call): staging, fetching, anything else (ns) ...
     outside: list[int] = field(default_factory=list)
     #: ... of which used by threads the submission started (not the child's own) (ns)
     foreign: list[int] = field(default_factory=list)
-    #: per call, CPU time of the child's main thread (which makes the call) during the window (ns)
+    #: per request, CPU time of the child's main thread (which makes the calls) during the window (ns)
     main_cpu: list[int] = field(default_factory=list)
 
+    def request_claims(self) -> list[int]:
+        """Per request, the sum of its calls' claims (ns)."""
+        sizes = self.sizes or [1] * len(self.windows)
+        out, i = [], 0
+        for k in sizes:
+            out.append(sum(self.claims[i:i + k]))
+            i += k
+        return out
+
     def main_unexplained(self) -> list[int]:
-        """Per call, the main thread's CPU time during the window less the claim (ns): load from
-        other processes cannot raise it (a thread waiting for a core uses no CPU time)."""
-        return [m - c for m, c in zip(self.main_cpu, self.claims)]
+        """Per request, the main thread's CPU time during the window less the claims (ns): load
+        from other processes cannot raise it (a thread waiting for a core uses no CPU time)."""
+        return [m - c for m, c in zip(self.main_cpu, self.request_claims())]
 
     def add_outside(self, before: dict[int, int], after: dict[int, int], own: set[int]) -> None:
         """Record the CPU the child used between two per-thread samples."""
@@ -195,8 +207,8 @@ class _CaseTiming:
         self.foreign.append(sum(ns for t, ns in used.items() if t not in own))
 
     def unexplained(self) -> list[int]:
-        """Per call, the judge's window less the claim (ns)."""
-        return [w - c for w, c in zip(self.windows, self.claims)]
+        """Per request, the judge's window less the claims (ns)."""
+        return [w - c for w, c in zip(self.windows, self.request_claims())]
 
 
 class _Evaluation:
@@ -375,7 +387,7 @@ class _Evaluation:
                 self.emit({"event": "case", "case": r})
                 raise _Verdict(Status.failed, f"{r.label}: {r.message}")
             r.wall_check = _wall_check(timed, ref)
-            times = judged_times(timed.claims, timed.windows, ref.overhead_ns)
+            times = judged_times(timed.claims, timed.windows, ref.overhead_ns, timed.sizes)
             stats = summarize(times)
             r.timing = stats.to_dict()
             if not r.wall_check["passed"]:
@@ -422,6 +434,9 @@ class _Evaluation:
             self._stage(child, timed, data, deadline)
         fetched_at = 0
         cpu_after: dict[int, int] | None = None  # the child's CPU per thread at the end of the last window
+        warm = _ns_list(reply.get("times_ns"), None)
+        est_call_s = max(sorted(warm)[len(warm) // 2] * 1e-9, 1e-6)
+        limit = 1
         while not should_stop(timed.claims, REL_STDERR[self.device], time.monotonic() - start, budget_s, MAX_RUNS):
             if fresh:
                 # One fresh input set per call: a submission handed several sets at once can
@@ -431,27 +446,33 @@ class _Evaluation:
             cpu_before = child.thread_cpu_ns()
             if cpu_after is not None:
                 timed.add_outside(cpu_after, cpu_before, child.own_threads)
-            reply = child.request({"op": "go"}, deadline, max_bytes=REPLY_SLACK_BYTES)
+            # benchmark mode: batches of back-to-back calls (1, 2, 4, ... within the budget), as
+            # torch.utils.benchmark.Timer times them; leaderboard mode: one call per request
+            remaining = budget_s - (time.monotonic() - start)
+            k = 1 if fresh else max(1, min(limit, int(remaining / est_call_s), MAX_RUNS - len(timed.claims)))
+            limit *= 2
+            reply = child.request({"op": "go", "repeat": k}, deadline, max_bytes=REPLY_SLACK_BYTES)
             window, span = child.answer_ns, child.span_ns
             cpu_after = child.thread_cpu_ns()
             main = child.proc.pid
             timed.main_cpu.append(cpu_after.get(main, 0) - cpu_before.get(main, 0))
             self._guard(child, reply)
-            claim = _ns_list([reply.get("ns")], 1)[0]
-            if claim > span:
-                raise _Verdict(Status.rejected, f"{self._where}: the submission's process claimed {claim} ns for a "
-                                                f"call answered after {span} ns")
-            timed.claims.append(claim)
+            claims = _ns_list(reply.get("times_ns"), k)
+            if sum(claims) > span:
+                raise _Verdict(Status.rejected, f"{self._where}: the submission's process claimed {sum(claims)} ns for "
+                                                f"calls answered after {span} ns")
+            timed.claims.extend(claims)
             timed.windows.append(window)
+            timed.sizes.append(k)
             if reply.get("alias"):
                 r.passed, r.message = False, f"timed call {len(timed.claims)}: {reply['alias']!s:.500}"
                 return timed
-            n = len(timed.claims)
+            n = len(timed.windows)
             if fresh or n & (n - 1) == 0:
                 if not self._fetch_and_check(child, timed, ref, deadline):
                     return timed
                 fetched_at = n
-        if timed.claims and fetched_at != len(timed.claims):
+        if timed.windows and fetched_at != len(timed.windows):
             self._fetch_and_check(child, timed, ref, deadline)
         if cpu_after is not None:
             timed.add_outside(cpu_after, child.thread_cpu_ns(), child.own_threads)
@@ -583,19 +604,34 @@ def _set_figures(r: CaseResult, figures: dict[str, Any]) -> None:
         setattr(r, k, v)
 
 
-def judged_times(claims: list[int], windows: list[int], overhead_ns: float) -> list[float]:
-    """The time each call counts for (ns): its claim, or what the judge's clock saw less the
-    reference's overhead and :data:`WALL_JITTER_NS`, whichever is longer.
+def judged_times(claims: list[int], windows: list[int], overhead_ns: float,
+                 sizes: list[int] | None = None) -> list[float]:
+    """The time each call counts for (ns): its claim, or its share of what the judge's clock saw.
 
-    ``claims`` are the child's per-call times (``perf_counter_ns`` or CUDA events around the
-    call), ``windows`` the judge's per-call windows (``go`` handed to the socket to the first byte
-    of the answer), ``overhead_ns`` the reference's median of window - claim on the same case.
-    An honest claim is almost always the longer (so the figures are the child's fine-grained
-    ones, as ``torch.utils.benchmark.Timer`` would take them); a claim the judge's clock does not
-    support is replaced by the judge's figure.
+    ``claims`` are the child's per-call times (``perf_counter_ns`` or CUDA events around each
+    call); ``windows`` the judge's windows, one per ``go`` request (handed to the socket to the
+    first byte of the answer) holding ``sizes[i]`` back-to-back calls (default: one each);
+    ``overhead_ns`` the reference's per-request overhead (a low quantile of window - claims on the
+    same case), capped at :data:`OVERHEAD_CAP_NS`. A request counts for the larger of its claims'
+    sum and its window less the overhead and :data:`WALL_JITTER_NS`; its calls share that in
+    proportion to their claims. An honest request's claims are almost always the larger (so the
+    figures are the child's fine-grained ones, as ``torch.utils.benchmark.Timer`` takes them); a
+    claim the judge's clock does not support is replaced by the judge's figure.
     """
     allowance = min(overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
-    return [float(max(c, w - allowance)) for c, w in zip(claims, windows)]
+    sizes = sizes or [1] * len(windows)
+    out: list[float] = []
+    i = 0
+    for window, k in zip(windows, sizes):
+        mine = claims[i:i + k]
+        i += k
+        total = sum(mine)
+        judged = max(float(total), window - allowance)
+        if total > 0:
+            out.extend(c * judged / total for c in mine)
+        else:
+            out.extend(judged / len(mine) for _ in mine)
+    return out
 
 
 def _median(xs: list[int]) -> float:
@@ -638,15 +674,15 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
     Smaller lies gain nothing: each call counts for at least its window less the overhead and
     :data:`WALL_JITTER_NS` (:func:`judged_times`).
     """
-    n = len(timed.claims)
+    n = len(timed.windows)
     unexplained = sorted(timed.unexplained())
     low = unexplained[min(n - 1, int(WALL_QUANTILE * n))] if n else 0
     allowed = 2 * ref.overhead_ns + WALL_SLACK_NS
     allowance = min(ref.overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
     replaced = sum(1 for u in unexplained if u > allowance)
     foreign = foreign_outside(timed.foreign)
-    claimed_mean = statistics.fmean(timed.claims) if n else 0.0
-    judged = sum(judged_times(timed.claims, timed.windows, ref.overhead_ns))
+    claimed_mean = statistics.fmean(timed.claims) if timed.claims else 0.0
+    judged = sum(judged_times(timed.claims, timed.windows, ref.overhead_ns, timed.sizes))
     explained = sum(timed.claims) / max(1.0, judged)
     main = sorted(timed.main_unexplained())
     main_low = main[min(len(main) - 1, int(WALL_QUANTILE * len(main)))] if main else 0
@@ -656,8 +692,8 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
     clock_ok = low <= allowed or explained >= MIN_EXPLAINED_FRACTION or main_low <= main_allowed
     phases_ok = foreign <= FOREIGN_CPU_NS
     if not clock_ok:
-        message = (f"timing claims not supported by the judge's wall clock: on {1 - WALL_QUANTILE:.0%} of the calls "
-                   f"or more, at least {low / 1e3:.1f} µs per call outside the claimed kernel time "
+        message = (f"timing claims not supported by the judge's wall clock: on {1 - WALL_QUANTILE:.0%} of the requests "
+                   f"or more, at least {low / 1e3:.1f} µs per request outside the claimed kernel time "
                    f"({claimed_mean / 1e3:.1f} µs), allowed {allowed / 1e3:.1f} µs, while the calling thread ran "
                    f"{main_low / 1e3:.1f} µs of CPU past the claim; the claims explain {explained:.0%} of the judged time")
     elif not phases_ok:
@@ -666,10 +702,11 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
                    f"must happen inside the call")
     else:
         message = "ok"
-    return {"passed": clock_ok and phases_ok, "calls": n, "claimed_mean_ns": claimed_mean,
+    return {"passed": clock_ok and phases_ok, "calls": len(timed.claims), "requests": n,
+            "claimed_mean_ns": claimed_mean,
             "window_mean_ns": statistics.fmean(timed.windows) if timed.windows else 0.0,
             "overhead_ns": ref.overhead_ns, "unexplained_low_ns": low, "allowed_ns": allowed,
-            "replaced_calls": replaced, "explained": explained,
+            "replaced_requests": replaced, "explained": explained,
             "outside_cpu_median_ns": _median(timed.outside), "foreign_cpu_median_ns": foreign,
             "main_unexplained_low_ns": main_low,
             "message": message}

@@ -158,10 +158,12 @@ def _tensor(v: dict[str, Any], buffers: list[bytes | bytearray], device: str) ->
     raw = buffers[idx]
     if len(raw) != numel * itemsize:
         raise WireError(f"tensor of shape {shape} and dtype {name} needs {numel * itemsize} bytes, got {len(raw)}")
-    if numel == 0:
-        t = torch.empty(shape, dtype=dtype)
-    else:
-        t = torch.frombuffer(bytearray(raw) if isinstance(raw, bytes) else raw, dtype=torch.uint8).view(dtype).reshape(shape)
+    # A tensor of its own from torch's allocator (64-byte aligned, as every tensor a kernel meets
+    # elsewhere), not a view of the receive buffer (16-byte aligned by malloc: vector loads that
+    # straddle cache lines made a softmax 10-15% slower here).
+    t = torch.empty(shape, dtype=dtype)
+    if numel:
+        t.view(-1).view(torch.uint8).copy_(torch.frombuffer(raw, dtype=torch.uint8))
     return t.to(device) if device != "cpu" else t
 
 

@@ -288,7 +288,7 @@ class _Canaries:
 
 def _neutralised_problems(attack: dict) -> list[str]:
     """A passing timing attack did not buy time: on every benchmark case the judge's figures
-    replaced the claims on at least half of the calls, and the case's mean is no less than the
+    replaced the claims on at least half of the requests (one call each in leaderboard mode), and the case's mean is no less than the
     judge's windows less the reference's overhead and the jitter allowance."""
     from kernelrank.runner.harness import OVERHEAD_CAP_NS, WALL_JITTER_NS
 
@@ -299,7 +299,7 @@ def _neutralised_problems(attack: dict) -> list[str]:
         wall, timing = case.get("wall_check") or {}, case.get("timing") or {}
         allowance = min(wall.get("overhead_ns", 0), OVERHEAD_CAP_NS) + WALL_JITTER_NS
         floor = wall.get("window_mean_ns", float("inf")) - allowance
-        if wall.get("replaced_calls", 0) * 2 < wall.get("calls", 1) or timing.get("mean_ns", 0) < floor - 1:
+        if wall.get("replaced_requests", 0) * 2 < wall.get("requests", 1) or timing.get("mean_ns", 0) < floor - 1:
             found.append(f"the attack PASSED and its claims counted on {case.get('label')}: {wall}")
     return found
 

@@ -91,6 +91,10 @@ def test_judged_times_keep_honest_claims_and_replace_short_ones() -> None:
     assert honest == [1_000_000, 1_010_000]  # window - overhead within the jitter: the claim stands
     lying = judged_times([400_000], [1_080_000], overhead)
     assert lying == [1_080_000 - overhead - WALL_JITTER_NS]  # the judge's figure, less the allowance only
+    # a batch of back-to-back calls in one request: its calls share the judge's figure by their claims
+    batch = judged_times([100_000, 300_000], [1_110_000], overhead, sizes=[2])
+    assert batch == pytest.approx([250_000, 750_000])
+    assert judged_times([500_000, 500_000], [1_050_000], overhead, sizes=[2]) == [500_000, 500_000]
 
 
 def test_wall_check_rejects_a_gross_lie_and_passes_honest_noise() -> None:
@@ -101,7 +105,7 @@ def test_wall_check_rejects_a_gross_lie_and_passes_honest_noise() -> None:
     honest = [1_000_000 + 10_000 * (i % 3) for i in range(40)]
     windows = [c + 80_000 + (5_000_000 if i % 7 == 0 else 0) for i, c in enumerate(honest)]  # load bursts
     ok = _wall_check(_case_timing(honest, windows), ref)
-    assert ok["passed"] and ok["replaced_calls"] == 6
+    assert ok["passed"] and ok["replaced_requests"] == 6
     claims = [c // 1000 for c in honest]  # a clock running 1000x slow
     lying = _case_timing(claims, [c + 80_000 for c in honest])
     lying.main_cpu = [c + 50_000 for c in honest]  # the calling thread did the work, on CPU time
