@@ -61,8 +61,8 @@ from kernelrank.runner.timing import MAX_RUNS, REL_STDERR, geometric_mean, roofl
 Event = Callable[[dict[str, Any]], None]
 
 #: Judge-side timing. Each timed call is one small request (``go``) carrying no data: the judge's
-#: clock from handing it to the socket to the first byte of the answer (the *window*) holds the
-#: call and a fixed overhead (two socket hops, the child's bookkeeping). The reference, whose code
+#: clock from just before handing it to the socket to the first byte of the answer (the *window*)
+#: holds the call and a fixed overhead (two socket hops, the child's bookkeeping). The reference, whose code
 #: is trusted, calibrates that overhead per case: the :data:`OVERHEAD_QUANTILE` quantile of its
 #: window - claim, low so that load while the reference was timed does not widen it. A submission's
 #: call then counts as ``max(claim, window - overhead - WALL_JITTER_NS)``: a claim shorter than the
@@ -452,7 +452,10 @@ class _Evaluation:
             k = 1 if fresh else max(1, min(limit, int(remaining / est_call_s), MAX_RUNS - len(timed.claims)))
             limit *= 2
             reply = child.request({"op": "go", "repeat": k}, deadline, max_bytes=REPLY_SLACK_BYTES)
-            window, span = child.answer_ns, child.span_ns
+            # the window opens before the (tiny) request is handed to the socket: stamping after
+            # it can come late when the child's threads take every core at once, shortening the
+            # window below the call it holds (seen on 2 cores with a 2-thread child)
+            window = span = child.span_ns
             cpu_after = child.thread_cpu_ns()
             main = child.proc.pid
             timed.main_cpu.append(cpu_after.get(main, 0) - cpu_before.get(main, 0))
@@ -609,7 +612,7 @@ def judged_times(claims: list[int], windows: list[int], overhead_ns: float,
     """The time each call counts for (ns): its claim, or its share of what the judge's clock saw.
 
     ``claims`` are the child's per-call times (``perf_counter_ns`` or CUDA events around each
-    call); ``windows`` the judge's windows, one per ``go`` request (handed to the socket to the
+    call); ``windows`` the judge's windows, one per ``go`` request (from just before it is handed to the socket to the
     first byte of the answer) holding ``sizes[i]`` back-to-back calls (default: one each);
     ``overhead_ns`` the reference's per-request overhead (a low quantile of window - claims on the
     same case), capped at :data:`OVERHEAD_CAP_NS`. A request counts for the larger of its claims'
