@@ -678,8 +678,8 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
     :data:`WALL_JITTER_NS` (:func:`judged_times`).
     """
     n = len(timed.windows)
-    unexplained = sorted(timed.unexplained())
-    low = unexplained[min(n - 1, int(WALL_QUANTILE * n))] if n else 0
+    unexplained = timed.unexplained()
+    low = _quantile(unexplained, WALL_QUANTILE)
     allowed = 2 * ref.overhead_ns + WALL_SLACK_NS
     allowance = min(ref.overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
     replaced = sum(1 for u in unexplained if u > allowance)
@@ -687,8 +687,7 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
     claimed_mean = statistics.fmean(timed.claims) if timed.claims else 0.0
     judged = sum(judged_times(timed.claims, timed.windows, ref.overhead_ns, timed.sizes))
     explained = sum(timed.claims) / max(1.0, judged)
-    main = sorted(timed.main_unexplained())
-    main_low = main[min(len(main) - 1, int(WALL_QUANTILE * len(main)))] if main else 0
+    main_low = _quantile(timed.main_unexplained(), WALL_QUANTILE)
     main_allowed = 2 * ref.main_overhead_ns + WALL_SLACK_NS
     # the wall clock alone cannot tell a lie from load (a child waiting for a core): a rejection
     # also needs the call's own thread to have run, on CPU time, well past the claims
