@@ -7,7 +7,10 @@ status (404, 409, 413, 422...), an unreachable or failing database with 503.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
+from collections.abc import AsyncIterator
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
@@ -35,6 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=_version(),
         docs_url="/docs",
         openapi_url="/openapi.json",
+        lifespan=_lifespan,
     )
     app.state.settings = settings or get_settings()
     app.state.session_factory = _session_factory(settings)
@@ -65,6 +69,17 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     install_pages(app)
     return app
+
+
+@contextlib.asynccontextmanager
+async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
+    """Server start: move every object built so far (imported modules, routes, templates) into
+    the garbage collector's permanent generation (:func:`gc.freeze`), so full collections stop
+    traversing them. Measured with 100,000 submissions in Postgres (bench/leaderboard.py): each
+    full collection of the ~150k startup objects paused a request for about 100 ms, which made the
+    leaderboard page's p99 174 ms against a p50 of 66 ms; frozen, the p99 was 76 ms."""
+    gc.freeze()
+    yield
 
 
 def _session_factory(settings: Settings | None):

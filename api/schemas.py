@@ -171,6 +171,8 @@ class LeaderboardRowPublic(_UtcTimes):
     submitted_at: dt.datetime
     needs_review: bool = Field(default=False, description="Marked for an admin's review: a speedup beyond the "
                                                           "problem's review bound. Shown until an admin clears it.")
+    tflops: float | None = Field(default=None, description="Achieved TFLOP/s on the headline (first benchmark) case.")
+    gbps: float | None = Field(default=None, description="Achieved GB/s on the headline (first benchmark) case.")
 
 
 class LeaderboardPublic(BaseModel):

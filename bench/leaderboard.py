@@ -89,6 +89,8 @@ def fill(url: str, rows: int, n_users: int, hot: float, seed: int = 0) -> dict[s
             "code_sha256": hashlib.sha256(code.encode()).hexdigest(), "status": status, "message": "",
             "score_ns": rng.lognormvariate(13, 0.4) if ranked else None,
             "speedup": rng.uniform(0.5, 3.0) if status == "passed" else None,
+            "tflops": rng.uniform(0.01, 2.0) if status == "passed" else None,
+            "gbps": rng.uniform(5.0, 400.0) if status == "passed" else None,
             "ranked": ranked, "runner": "bench", "progress": {}, "created_at": created, "started_at": started,
             "finished_at": started + dt.timedelta(seconds=rng.uniform(1, 600)),
         })
@@ -123,9 +125,9 @@ def board_stats(url: str, problem: str, device: str) -> tuple[int, int, int, flo
         n = s.scalar(select(func.count()).where(*where))
         ranked = s.scalar(select(func.count()).where(*where, Submission.ranked.is_(True)))
         users = s.scalar(select(func.count(func.distinct(Submission.user_id))).where(*where, Submission.ranked.is_(True)))
-        from kernelrank.services.leaderboard import leaderboard_query
+        from kernelrank.services.leaderboard import ranking_query
 
-        q = leaderboard_query(rev, device, 100)
+        q = ranking_query([rev], device, 100)
         compiled = q.compile(engine, compile_kwargs={"literal_binds": True})
         plan = s.execute(text(f"EXPLAIN (ANALYZE, FORMAT TEXT) {compiled}")).scalars().all()
     engine.dispose()

@@ -59,3 +59,40 @@ def test_0002_keeps_existing_rows_and_downgrades(tmp_path: Path) -> None:
         assert "web_sessions" not in sa.inspect(c).get_table_names()
         assert c.execute(sa.text("SELECT count(*) FROM runs")).scalar() == 2
     engine.dispose()
+
+
+def test_0006_fills_headline_figures_from_the_current_public_run(tmp_path: Path) -> None:
+    import json
+
+    from alembic import command
+
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    cfg = _alembic(url)
+    command.upgrade(cfg, "0005")
+    case = {"kind": "benchmark", "index": 0, "tflops": 0.25, "gbps": 310.0}
+    old = {"kind": "benchmark", "index": 0, "tflops": 9.0, "gbps": 9.0}
+    engine = sa.create_engine(url)
+    with engine.begin() as c:
+        c.execute(sa.text("INSERT INTO users (id, name, is_admin) VALUES (1, 'alice', 0)"))
+        c.execute(sa.text("INSERT INTO problems (id, name) VALUES (1, 'double')"))
+        c.execute(sa.text("INSERT INTO problem_revisions (id, problem_id, revision, definition, reference_source, "
+                          "templates, secret_seed, is_current) VALUES (1, 1, 'abc', '{}', '', '{}', 7, 1)"))
+        for sid, attempt in ((1, 2), (2, 1)):
+            c.execute(sa.text("INSERT INTO submissions (id, user_id, problem_revision_id, device, mode, language, "
+                              "filename, code, code_sha256, status, message, ranked, progress, attempt) VALUES "
+                              f"({sid}, 1, 1, 'cpu', 'leaderboard', 'pytorch', 'k.py', 'x', 'h', 'passed', '', 1, "
+                              f"'{{}}', {attempt})"))
+        runs = [(1, 1, "public", {"cases": [old]}), (1, 2, "secret", {"cases": [old]}),
+                (1, 2, "public", {"cases": [{"kind": "test", "index": 0}, case]}), (2, 1, "public", {"cases": []})]
+        for sid, attempt, kind, result in runs:
+            c.execute(sa.text("INSERT INTO runs (submission_id, attempt, kind, status, result, logs) "
+                              "VALUES (:s, :a, :k, 'passed', :r, '')"),
+                      {"s": sid, "a": attempt, "k": kind, "r": json.dumps(result)})
+    command.upgrade(cfg, "0006")
+    with engine.connect() as c:
+        got = c.execute(sa.text("SELECT id, tflops, gbps FROM submissions ORDER BY id")).all()
+    assert [tuple(r) for r in got] == [(1, 0.25, 310.0), (2, None, None)]
+    command.downgrade(cfg, "0005")
+    with engine.connect() as c:
+        assert "tflops" not in {col["name"] for col in sa.inspect(c).get_columns("submissions")}
+    engine.dispose()

@@ -37,6 +37,6 @@ def get_leaderboard(
         problem=problem, device=device, revision=rev,
         rows=[LeaderboardRowPublic(rank=r.rank, user=r.user, submission_id=r.submission_id, score_ns=r.score_ns,
                                    speedup=r.speedup, language=r.language, submitted_at=r.submitted_at,
-                                   needs_review=r.needs_review)
+                                   needs_review=r.needs_review, tflops=r.tflops, gbps=r.gbps)
               for r in rows],
     )

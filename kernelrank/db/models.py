@@ -140,6 +140,10 @@ class Submission(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     score_ns: Mapped[float | None] = mapped_column(Float, default=None)
     speedup: Mapped[float | None] = mapped_column(Float, default=None)
+    #: achieved TFLOP/s and GB/s of the headline case (the first benchmark case) of the public run,
+    #: copied from it when the verdict is written so a leaderboard page never parses run results
+    tflops: Mapped[float | None] = mapped_column(Float, default=None)
+    gbps: Mapped[float | None] = mapped_column(Float, default=None)
     ranked: Mapped[bool] = mapped_column(Boolean, default=False)
     runner: Mapped[str | None] = mapped_column(String(255), default=None)
     #: a speedup beyond the problem's ``review_speedup``: listed with a mark until an admin clears it

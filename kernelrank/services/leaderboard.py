@@ -8,6 +8,7 @@ Postgres), served by the partial index ``ix_submissions_user_best`` (migration 0
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy import Select, func, select
@@ -19,6 +20,9 @@ from kernelrank.services.problems import get_revision
 
 @dataclass(frozen=True)
 class LeaderboardRow:
+    """One place on a board: ``score_ns`` in ns (geometric mean of the benchmark cases' mean
+    times), ``speedup`` the reference's geometric mean over the submission's."""
+
     rank: int
     user: str
     submission_id: int
@@ -28,44 +32,85 @@ class LeaderboardRow:
     submitted_at: dt.datetime
     #: marked for an admin's review (a speedup beyond the problem's bound), shown as such
     needs_review: bool = False
+    #: users ranked on this board
+    entrants: int = 0
+    #: achieved TFLOP/s and GB/s of the headline case (the first benchmark case), when known
+    tflops: float | None = None
+    gbps: float | None = None
 
 
-def leaderboard_query(revision_id: int, device: str, limit: int = 100) -> Select:
-    """The ranking query of one problem revision on one device: each user's best ranked
-    submission (lowest ``score_ns``, then earliest), best first, at most ``limit`` rows.
+def ranking_query(revision_ids: Sequence[int], device: str | None = None, limit: int = 100) -> Select:
+    """The ranking query of boards (problem revision × device): each user's best ranked submission
+    (lowest ``score_ns``, then earliest, then lowest id), placed per board, the first ``limit``
+    places of every board. All devices of the revisions when ``device`` is ``None``.
 
-    The window runs over key columns only, so Postgres answers it from the partial index
-    ``ix_submissions_user_best`` alone (an index-only scan already in per-user order, no sort);
-    the other columns are read for the ``limit`` winners only.
+    Rows, ordered by revision, device, place: ``id, user_id, problem_revision_id, device,
+    score_ns, created_at, place`` (1-based), ``entrants`` (users ranked on that board),
+    ``speedup, language, needs_review, tflops, gbps, name`` (the user's).
+
+    The per-user window runs over key columns only, partitioned by device and user, so Postgres
+    answers it from the partial index ``ix_submissions_user_best`` alone (an index-only scan already
+    in that order, no sort); the other columns are read for the winners only. One query serves a
+    page's every board at once (bench/leaderboard.py).
     """
-    best = (
-        select(
-            Submission.id,
-            Submission.user_id,
-            Submission.score_ns,
-            Submission.created_at,
-            func.row_number().over(
-                partition_by=Submission.user_id,
-                order_by=(Submission.score_ns.asc(), Submission.created_at.asc(), Submission.id.asc()),
-            ).label("rn"),
-        )
-        # ``ranked`` alone (not ``ranked IS TRUE``): the partial index's predicate
-        .where(Submission.problem_revision_id == revision_id, Submission.device == device, Submission.ranked)
+    board = (Submission.problem_revision_id, Submission.device)
+    in_revisions = (Submission.problem_revision_id == revision_ids[0] if len(revision_ids) == 1
+                    else Submission.problem_revision_id.in_(revision_ids))
+    # ``ranked`` alone (not ``ranked IS TRUE``): the partial index's predicate
+    where = [in_revisions, Submission.ranked] + ([Submission.device == device] if device is not None else [])
+    per_user = (
+        select(Submission.id, Submission.user_id, *board, Submission.score_ns, Submission.created_at,
+               func.row_number().over(partition_by=(*board, Submission.user_id),
+                                      order_by=_best_first(Submission.__table__.c)).label("rn"))
+        .where(*where)
         .subquery()
     )
-    top = (
-        select(best.c.id, best.c.user_id, best.c.score_ns, best.c.created_at)
-        .where(best.c.rn == 1)
-        .order_by(best.c.score_ns.asc(), best.c.created_at.asc(), best.c.id.asc())
-        .limit(limit)
+    best = per_user.c
+    placed = (
+        select(best.id, best.user_id, best.problem_revision_id, best.device, best.score_ns, best.created_at,
+               func.row_number().over(partition_by=(best.problem_revision_id, best.device),
+                                      order_by=_best_first(best)).label("place"),
+               func.count().over(partition_by=(best.problem_revision_id, best.device)).label("entrants"))
+        .where(best.rn == 1)
         .subquery()
     )
+    top = placed.c
     return (
-        select(top, Submission.speedup, Submission.language, Submission.needs_review, User.name)
-        .join(Submission, Submission.id == top.c.id)
-        .join(User, User.id == top.c.user_id)
-        .order_by(top.c.score_ns.asc(), top.c.created_at.asc(), top.c.id.asc())
+        select(placed, Submission.speedup, Submission.language, Submission.needs_review, Submission.tflops,
+               Submission.gbps, User.name)
+        .join(Submission, Submission.id == top.id)
+        .join(User, User.id == top.user_id)
+        .where(top.place <= limit)
+        .order_by(top.problem_revision_id, top.device, top.place)
     )
+
+
+def _best_first(c) -> tuple:
+    """The ranking order over columns ``c``: score, then the earlier submission, then the lower id."""
+    return (c.score_ns.asc(), c.created_at.asc(), c.id.asc())
+
+
+def _row(r) -> LeaderboardRow:
+    return LeaderboardRow(r.place, r.name, r.id, r.score_ns, r.speedup, r.language, r.created_at,
+                          bool(r.needs_review), r.entrants, r.tflops, r.gbps)
+
+
+def boards(session: Session, revision_id: int, limit: int = 100) -> dict[str, list[LeaderboardRow]]:
+    """``{device: rows}`` of every device with a ranked submission on a problem revision, each
+    board's first ``limit`` places, in one query (:func:`ranking_query`)."""
+    out: dict[str, list[LeaderboardRow]] = {}
+    for r in session.execute(ranking_query([revision_id], None, limit)):
+        out.setdefault(r.device, []).append(_row(r))
+    return out
+
+
+def leaders(session: Session, revision_ids: Sequence[int]) -> dict[tuple[int, str], LeaderboardRow]:
+    """``{(revision_id, device): first place}`` of every board of the given revisions that has a
+    ranked entry (its ``entrants`` counts the users ranked there), in one query."""
+    if not revision_ids:
+        return {}
+    return {(r.problem_revision_id, r.device): _row(r)
+            for r in session.execute(ranking_query(revision_ids, None, 1))}
 
 
 def leaderboard(session: Session, problem: str, device: str, limit: int = 100, revision: str | None = None,
@@ -78,8 +123,5 @@ def leaderboard(session: Session, problem: str, device: str, limit: int = 100, r
         Invalid: a malformed or ambiguous revision.
     """
     rev = get_revision(session, problem, revision, include_hidden)
-    rows = [
-        LeaderboardRow(i + 1, r.name, r.id, r.score_ns, r.speedup, r.language, r.created_at, bool(r.needs_review))
-        for i, r in enumerate(session.execute(leaderboard_query(rev.id, device, limit)))
-    ]
+    rows = [_row(r) for r in session.execute(ranking_query([rev.id], device, limit))]
     return rev.revision, rows

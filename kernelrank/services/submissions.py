@@ -169,6 +169,15 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     return True
 
 
+def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The headline case of a stored run result (``EvalResult.to_dict()``): its first benchmark
+    case, whose ``tflops`` and ``gbps`` a leaderboard shows; ``None`` without one."""
+    for case in result.get("cases") or []:
+        if isinstance(case, dict) and case.get("kind") == "benchmark" and case.get("index") == 0:
+            return case
+    return None
+
+
 def _finish_if_complete(session: Session, sub: Submission) -> None:
     runs = {r.kind: r for r in session.scalars(select(Run).where(Run.submission_id == sub.id,
                                                                  Run.attempt == sub.attempt))}
@@ -181,11 +190,13 @@ def _finish_if_complete(session: Session, sub: Submission) -> None:
     if failing:
         first = failing[0]
         sub.status = first.status
-        sub.message = (f"secret-seed run: " if first.kind == "secret" else "") + str(first.result.get("message", ""))
+        sub.message = ("secret-seed run: " if first.kind == "secret" else "") + str(first.result.get("message", ""))
     else:
         sub.status = "passed"
         sub.message = str(public.result.get("message", ""))
     sub.speedup = public.result.get("speedup")
+    head = headline_case(public.result) or {}
+    sub.tflops, sub.gbps = head.get("tflops"), head.get("gbps")
     flagged = [runs[k] for k in expected if runs[k].result.get("needs_review")]
     sub.needs_review = bool(flagged) and not failing
     sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None

@@ -22,11 +22,11 @@ def test_migrated_schema_matches_the_models(database: str) -> None:
 
 def test_the_ranking_reads_the_user_best_index(database: str) -> None:
     from kernelrank.db.session import make_engine, migrate
-    from kernelrank.services.leaderboard import leaderboard_query
+    from kernelrank.services.leaderboard import ranking_query
 
     migrate(database)
     engine = make_engine(database)
-    sql = str(leaderboard_query(1, "cpu", 100).compile(engine, compile_kwargs={"literal_binds": True}))
+    sql = str(ranking_query([1], "cpu", 100).compile(engine, compile_kwargs={"literal_binds": True}))
     with engine.connect() as c:
         plan = " | ".join(row[-1] for row in c.execute(text(f"EXPLAIN QUERY PLAN {sql}")))
     engine.dispose()

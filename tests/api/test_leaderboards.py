@@ -17,7 +17,9 @@ def test_ranks_best_per_user_with_ties_to_the_earlier_submission(client: TestCli
             record(sid, "secret", secret)
         return sid
 
-    bob = entry("bob", passed_result(50.0, speedup=2.0), passed_result(51.0))
+    headline = {"kind": "benchmark", "index": 0, "tflops": 0.25, "gbps": 310.0}
+    cases = [{"kind": "test", "index": 0}, headline, {"kind": "benchmark", "index": 1, "tflops": 9.0, "gbps": 9.0}]
+    bob = entry("bob", passed_result(50.0, speedup=2.0, cases=cases), passed_result(51.0))
     entry("alice", passed_result(100.0), passed_result(101.0))
     alice_best = entry("alice", passed_result(50.0, speedup=2.1), passed_result(49.0))  # ties bob, later
     # not ranked: the secret run failed; a test-mode run; a run still waiting for its secret half
@@ -33,6 +35,8 @@ def test_ranks_best_per_user_with_ties_to_the_earlier_submission(client: TestCli
     assert rows == [(1, "bob", bob, 50.0), (2, "alice", alice_best, 50.0)]
     assert body["rows"][0]["speedup"] == 2.0 and body["rows"][0]["language"] == "pytorch"
     assert body["rows"][0]["submitted_at"].endswith(("Z", "+00:00"))
+    # the headline (first benchmark) case's roofline figures, copied with the verdict; none without one
+    assert [(row["tflops"], row["gbps"]) for row in body["rows"]] == [(0.25, 310.0), (None, None)]
 
 
 def test_empty_board_and_refusals(client: TestClient, world: World) -> None:

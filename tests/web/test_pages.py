@@ -55,7 +55,7 @@ def _insert_ranked(problem: str, n_users: int, per_user: int, start_ns: float = 
                 score = start_ns + i * 10 + j
                 rows.append({"user_id": ids[f"user{i:04d}"], "problem_revision_id": rev_id, "device": "cpu",
                              "mode": "leaderboard", "language": "pytorch", "code": KERNEL, "code_sha256": "0" * 64,
-                             "status": "passed", "score_ns": score, "speedup": 2.0, "ranked": True,
+                             "status": "passed", "score_ns": score, "speedup": 2.0, "ranked": True, "tflops": 0.5, "gbps": 120.0,
                              "created_at": t0 + dt.timedelta(minutes=i * per_user + j), "progress": {}})
         s.execute(insert(Submission), rows)
         sub_ids = s.scalars(Submission.__table__.select().with_only_columns(Submission.id, Submission.score_ns)

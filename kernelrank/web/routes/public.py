@@ -4,8 +4,7 @@ downloads, and the runners."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
@@ -16,7 +15,6 @@ from kernelrank.db.models import ProblemRevision, User, utcnow
 from kernelrank.problems import Case
 from kernelrank.queue import device_class
 from kernelrank.services import Invalid, NotFound, leaderboard, problems, runners, submissions
-from kernelrank.settings import Settings
 from kernelrank.web import charts, queries
 from kernelrank.web.deps import PageUser, render
 
@@ -33,32 +31,15 @@ _SVG_HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsaf
                 "Cache-Control": "no-cache"}
 
 
-@dataclass(frozen=True)
-class BoardRow:
-    """A leaderboard row as a page shows it, with the headline case's roofline figures."""
-
-    rank: int
-    user: str
-    submission_id: int
-    score_ns: float
-    speedup: float | None
-    language: str
-    submitted_at: dt.datetime
-    tflops: float | None
-    gbps: float | None
-    needs_review: bool = False
-
-
 def visible_revisions(session: Session, user: User | None) -> list[ProblemRevision]:
     """Current revisions of the problems this viewer may see (hidden ones: admins only)."""
     return problems.list_current(session, include_hidden=problems.sees_hidden(user))
 
 
-def devices_for(session: Session, settings: Settings, revision_id: int) -> list[str]:
-    """The boards a problem page shows: ``cpu``, every device served now, and every device with a
-    ranked entry."""
-    return sorted({"cpu"} | runners.served_devices(session, settings.runner_online_seconds)
-                  | set(queries.ranked_devices(session, revision_id)))
+def devices_for(served: set[str], ranked: Iterable[str]) -> list[str]:
+    """The boards a problem page shows, sorted: ``cpu``, every device ``served`` now, and every
+    device with a ranked entry."""
+    return sorted({"cpu"} | served | set(ranked))
 
 
 def case_label(case: Case) -> str:
@@ -66,23 +47,15 @@ def case_label(case: Case) -> str:
     return " ".join(f"{k}={v}" for k, v in case.params.items() if k != "seed")
 
 
-def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
-    """The headline case of a result: the first benchmark case of its device class."""
-    for case in result.get("cases") or []:
-        if isinstance(case, dict) and case.get("kind") == "benchmark" and case.get("index") == 0:
-            return case
-    return None
-
-
 @router.get("/", response_class=HTMLResponse)
 def home(request: Request, session: SessionDep, settings: SettingsDep, user: PageUser):
     """Every problem with, per device, its leader, their score and speedup, and the entrants."""
     revs = visible_revisions(session, user)
-    leaders = queries.board_leaders(session, [r.id for r in revs])
+    leaders = leaderboard.leaders(session, [r.id for r in revs])
     served = runners.served_devices(session, settings.runner_online_seconds)
     rows = []
     for rev in revs:
-        boards = sorted({"cpu"} | served | {dev for (rid, dev) in leaders if rid == rev.id})
+        boards = devices_for(served, (dev for (rid, dev) in leaders if rid == rev.id))
         rows.append({"rev": rev, "definition": problems.definition(rev), "state": problems.state_of(rev.problem),
                      "deadline": problems.deadline_of(rev.problem),
                      "boards": [(dev, leaders.get((rev.id, dev))) for dev in boards]})
@@ -97,23 +70,12 @@ def problem_page(name: str, request: Request, session: SessionDep, settings: Set
     hidden = problems.sees_hidden(user)
     rev = problems.get_revision(session, name, revision or None, include_hidden=hidden)
     d = problems.definition(rev)
-    boards = []
-    for device in devices_for(session, settings, rev.id):
-        _, rows = leaderboard.leaderboard(session, name, device, limit=BOARD_ROWS, revision=rev.revision,
-                                          include_hidden=hidden)
-        boards.append((device, rows))
-    results = queries.public_results(session, [r.submission_id for _, rows in boards for r in rows])
-    shown = []
-    for device, rows in boards:
-        out = []
-        for r in rows:
-            head = headline_case(results.get(r.submission_id, {})) or {}
-            out.append(BoardRow(r.rank, r.user, r.submission_id, r.score_ns, r.speedup, r.language,
-                                r.submitted_at, head.get("tflops"), head.get("gbps"), r.needs_review))
-        cls = device_class(device)
-        shown.append({"device": device, "rows": out, "headline": case_label(d.benchmarks[cls][0])})
-    served = sorted(runners.served_devices(session, settings.runner_online_seconds))
-    return render(request, "problem.html", user, rev=rev, d=d, boards=shown, served=served,
+    ranked = leaderboard.boards(session, rev.id, limit=BOARD_ROWS)
+    served = runners.served_devices(session, settings.runner_online_seconds)
+    shown = [{"device": device, "rows": ranked.get(device, []),
+              "headline": case_label(d.benchmarks[device_class(device)][0])}
+             for device in devices_for(served, ranked)]
+    return render(request, "problem.html", user, rev=rev, d=d, boards=shown, served=sorted(served),
                   state=problems.state_of(rev.problem), deadline=problems.deadline_of(rev.problem),
                   revisions=problems.list_revisions(session, name, include_hidden=hidden),
                   templates_=sorted((rev.templates or {}).keys()), modes=("test", "benchmark", "leaderboard", "profile"))
