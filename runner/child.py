@@ -92,7 +92,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
 class Worker:
     """Serves the judge's requests: ``hello``, ``load``, ``call``, ``warmup``, ``stage``, ``go``,
     ``fetch``, ``profile``, ``exit``. Every answer names the watched functions found replaced, if any
-    (``tampered``)."""
+    (``tampered``), and carries the fingerprint of the watched objects (``integrity``)."""
 
     def __init__(self, channel: Any, device: str):
         from kernelrank.runner.integrity import Integrity
@@ -128,9 +128,9 @@ class Worker:
                     reply = handler(msg)
                 except BaseException as exc:  # noqa: BLE001 - SystemExit from submitted code is a verdict too
                     reply = _error(exc)
-                tampered = self.integrity.changed()
-                if tampered:
-                    reply["tampered"] = tampered
+            tampered, reply["integrity"] = self.integrity.check()
+            if tampered:
+                reply["tampered"] = tampered
             self.channel.send(reply)
 
     # -- operations ---------------------------------------------------------------------------

@@ -305,14 +305,14 @@ class _Evaluation:
                                             "was found with network access; the submission was not loaded")
         reply = child.request({"op": "load"}, deadline, max_bytes=REPLY_SLACK_BYTES)
         _raise_on_error(reply, self._where)
-        _raise_on_tampering(reply, self._where)
+        _raise_on_tampering(child, reply, self._where)
         child.set_baseline()
         return measured
 
     def _guard(self, child: SubmissionProcess, reply: dict[str, Any]) -> None:
         """After a call: errors, replaced functions, threads or processes left running."""
         _raise_on_error(reply, self._where)
-        _raise_on_tampering(reply, self._where)
+        _raise_on_tampering(child, reply, self._where)
         if self.device == "cuda" and id(child) not in self._rebased:  # pragma: no cover - GPU-only
             # CUDA libraries (cuBLAS, Triton's compiler, the driver) may start threads on first use:
             # on the GPU the baseline is taken again after the first call
@@ -538,7 +538,7 @@ class _Evaluation:
         reply = child.request({"op": "profile", "sets": sets, "labels": labels, "trace_file": "trace.json"}, deadline,
                               max_bytes=REPLY_SLACK_BYTES + 16 * PROFILE_TABLE_LIMIT)
         _raise_on_error(reply, self._where)
-        _raise_on_tampering(reply, self._where)
+        _raise_on_tampering(child, reply, self._where)
         table = reply.get("table")
         profile: dict[str, Any] = {
             "table": str(table)[:PROFILE_TABLE_LIMIT],
@@ -572,14 +572,19 @@ def _raise_on_error(reply: dict[str, Any], where: str) -> None:
     raise ProtocolViolation(f"unexpected answer: {message}")
 
 
-def _raise_on_tampering(reply: dict[str, Any], where: str) -> None:
-    """The child's tripwire found functions the harness relies on replaced (see
-    :mod:`~kernelrank.runner.integrity`: a heuristic, not a guarantee)."""
+def _raise_on_tampering(child: SubmissionProcess, reply: dict[str, Any], where: str) -> None:
+    """The child's tripwire found functions the harness relies on replaced, or the objects it
+    watches are no longer those of its ``hello`` answer, before the submission was imported
+    (the record inside the child re-taken). See :mod:`~kernelrank.runner.integrity`: a heuristic,
+    not a guarantee; the judge's wall clock does not depend on it."""
     tampered = reply.get("tampered")
     if tampered:
         names = ", ".join(str(n)[:100] for n in list(tampered)[:10]) if isinstance(tampered, list) else "?"
         raise _Verdict(Status.rejected, f"rejected in {where}: the submission replaced functions the harness "
                                         f"relies on ({names})")
+    if child.integrity is None or reply.get("integrity") != child.integrity:
+        raise _Verdict(Status.rejected, f"rejected in {where}: the functions the harness relies on are no longer "
+                                        f"those it started with (replaced, and the child's tripwire record re-taken)")
 
 
 def _reply_bytes(ref: torch.Tensor, outputs: int) -> int:

@@ -4,11 +4,13 @@
 child's timing, snapshots and channel use: clocks in ``time``, ``torch.cuda.synchronize`` and
 events, the ``torch.Tensor`` methods used to copy outputs, a few builtins, the timer's own
 attributes, and every global and class method of the loaded ``kernelrank.runner`` modules. After
-each request it reports the names now bound to other objects, and the judge fails the run.
+each request it reports the names now bound to other objects, and a fingerprint of what is bound
+now, which the judge compares with the one it got before the submission was imported; either
+difference fails the run.
 
 This check runs inside the process it watches, so it cannot be trusted: submitted code can patch
 the check itself, its record, or the reply carrying its findings (the fixture
-``tests/fixtures/submissions/untimed_work.py`` does exactly that). It catches careless tampering
+``tests/fixtures/submissions/untimed_work.py`` re-takes the record and forges the fingerprint). It catches careless tampering
 and makes the careful kind more work; what the judge relies on is outside the child: its own
 copies of inputs and references, its own check of every output, and its wall clock around every
 request.
@@ -126,9 +128,29 @@ class Integrity:
 
     def changed(self, limit: int = 20) -> list[str]:
         """Names now bound to a different object than in the record (at most ``limit``)."""
+        return self.check(limit)[0]
+
+    def check(self, limit: int = 20) -> tuple[list[str], int]:
+        """``(changed names, fingerprint)`` from one snapshot: the names bound to a different
+        object than in the record (at most ``limit``), and :func:`fingerprint` of what is bound now.
+
+        The child sends the fingerprint with every answer, and the judge compares it with the one
+        of its first answer (``hello``, before the submission was imported). Re-taking the record
+        (what a submission that found this object does to quiet :meth:`changed`) leaves that
+        comparison standing; only a submission that also forges the fingerprint or the answers
+        gets past it, and then the judge's wall clock is what remains.
+        """
         now = self.snapshot()
         diff = [name for name, obj in self.baseline.items() if now.get(name) is not obj]
-        return diff[:limit]
+        return diff[:limit], fingerprint(now)
+
+
+def fingerprint(snapshot: dict[str, Any]) -> int:
+    """A 64-bit digest of which objects a snapshot holds (their identities, in watch order).
+    Equal between two snapshots of one process exactly when no watched name was re-bound (the
+    record holds every baseline object, so an identity is never reused); about 20 µs for the
+    ~600 watched names."""
+    return hash(tuple(id(obj) for obj in snapshot.values())) & ((1 << 64) - 1)
 
 
 class _Broken:

@@ -198,6 +198,8 @@ class SubmissionProcess:
         self._threads: set[int] = set()
         self._processes: set[int] = set()
         self.own_threads: set[int] = set()
+        #: the child's integrity fingerprint in its ``hello`` answer (:meth:`start`)
+        self.integrity: Any = None
 
     def start(self, deadline: float) -> dict[str, Any]:
         """Wait until the child has isolated itself, then measure the isolation in force.
@@ -207,11 +209,13 @@ class SubmissionProcess:
             ChildTimeout, ChildDied, ProtocolViolation: as for :meth:`request`.
         """
         try:
-            self.request({"op": "hello"}, deadline, max_bytes=1 << 20)
+            hello = self.request({"op": "hello"}, deadline, max_bytes=1 << 20)
         except ChildDied as e:
             if e.returncode == isolation.SETUP_FAILED:
                 raise SandboxError(self.stderr.text().strip()[-2000:] or "sandbox set-up failed") from None
             raise
+        # the tripwire's fingerprint before any submitted code ran (runner/integrity.py)
+        self.integrity = hello.get("integrity")
         self.watch = ProcessWatch(self.proc.pid, self.plan.uid)  # now in its network namespace
         # the child's own threads before any submitted code ran: its main thread and torch's
         # intra-op pool (started by ``hello``)

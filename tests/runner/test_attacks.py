@@ -46,9 +46,6 @@ from tests.conftest import ROOT
 ATTACKS = sorted(ROOT.glob("reference_kernels/*/attacks/*.py"))
 PROBLEMS = ("softmax", "gemm", "mla_decode")
 VERDICTS = {"failed", "rejected", "error", "timeout", "compile_error"}
-#: An outcome besides a verdict: the run passed, but the score ignores the attack's claims (the
-#: judge's own clock replaced them on most calls, and no case counts less than was claimed).
-NEUTRALISED = "neutralised"
 CORRECT = {p: ROOT / "reference_kernels" / p / "examples" / "correct_pytorch.py" for p in PROBLEMS}
 
 #: Shrunk budgets (seconds): per benchmark case timing, per mode, for loading; the judge's own limit.
@@ -86,7 +83,7 @@ def test_corpus_size_and_shape() -> None:
         meta = _meta(path)
         assert meta.get("Class"), f"{path}: no 'Class:' line in the docstring"
         expected = set(meta.get("Expected", "").split("|"))
-        assert expected and expected <= VERDICTS | {NEUTRALISED}, f"{path}: bad 'Expected:' line {meta.get('Expected')!r}"
+        assert expected and expected <= VERDICTS, f"{path}: bad 'Expected:' line {meta.get('Expected')!r}"
     classes = {_meta(p)["Class"] for p in ATTACKS}
     assert len(classes) >= 20, "attacks must be distinct"
 
@@ -286,24 +283,6 @@ class _Canaries:
         return found
 
 
-def _neutralised_problems(attack: dict) -> list[str]:
-    """A passing timing attack did not buy time: on every benchmark case the judge's figures
-    replaced the claims on at least half of the requests (one call each in leaderboard mode), and the case's mean is no less than the
-    judge's windows less the reference's overhead and the jitter allowance."""
-    from kernelrank.runner.harness import OVERHEAD_CAP_NS, WALL_JITTER_NS
-
-    found = []
-    for case in attack.get("cases", []):
-        if case.get("kind") != "benchmark":
-            continue
-        wall, timing = case.get("wall_check") or {}, case.get("timing") or {}
-        allowance = min(wall.get("overhead_ns", 0), OVERHEAD_CAP_NS) + WALL_JITTER_NS
-        floor = wall.get("window_mean_ns", float("inf")) - allowance
-        if wall.get("replaced_requests", 0) * 2 < wall.get("requests", 1) or timing.get("mean_ns", 0) < floor - 1:
-            found.append(f"the attack PASSED and its claims counted on {case.get('label')}: {wall}")
-    return found
-
-
 def _verdict_problems(meta: dict[str, str], attack: dict | None, correct: dict | None) -> list[str]:
     found = []
     expected = set(meta["Expected"].split("|"))
@@ -311,8 +290,6 @@ def _verdict_problems(meta: dict[str, str], attack: dict | None, correct: dict |
         found.append("no result for the attack")
     elif "judge_crashed" in attack:
         found.append(f"the harness raised instead of giving a verdict: {attack['judge_crashed'][-1500:]}")
-    elif attack["status"] == "passed" and NEUTRALISED in expected:
-        found += _neutralised_problems(attack)
     elif attack["status"] == "passed":
         found.append(f"the attack PASSED with a ranked score of {attack.get('score_ns')} ns: {attack['message'][:500]}")
     else:

@@ -246,6 +246,14 @@ def test_replaced_functions_are_rejected(double, options) -> None:
     assert "time.perf_counter_ns" in r.message and "torch.Tensor.detach" in r.message
 
 
+def test_a_retaken_tripwire_record_is_still_rejected(double, options) -> None:
+    """The child's record re-taken after the patch: the fingerprint of the watched objects differs
+    from the one the child sent before the submission was imported."""
+    r = _run(double, submission("tamper_retake_record.py"), options)
+    assert r.status.value == "rejected", r.message
+    assert "no longer those it started with" in r.message and "loading the submission" in r.message
+
+
 def test_speedup_beyond_the_bound_needs_review(double, options) -> None:
     """A reference made 20 ms slower: the submission's speedup is far beyond a bound of 2x."""
     slow_reference = double.spec().reference_source.replace(

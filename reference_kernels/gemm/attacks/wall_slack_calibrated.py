@@ -1,7 +1,8 @@
 """Patches the harness's own timer to hide as much time as an earlier wall-clock check forgave.
 
 Class: monkeypatching the harness's modules (timer calibrated to the wall-clock slack)
-Expected: rejected|neutralised
+Expected: rejected
+Message: no longer those it started with
 
 The harness's source is public and importable in the child. Its first wall-clock cross-check
 timed batches of calls with their data on the judge's clock and forgave, per call, a fraction of
@@ -11,12 +12,13 @@ submission wraps ``time_call`` of the harness's timer classes so that each call 
 re-takes the child's integrity record so the tripwire that lives in the same process sees nothing.
 The kernel is honest and every output right; against that check the lie stayed inside the slack
 on every request (about 15-20% plus 0.8 ms a call).
-A working defence does not count times measured inside the submission's process beyond what the
-judge's clock supports: each timed call is now its own data-free request, and a call counts for at
-least the judge's window less the reference's overhead and a 30 µs jitter allowance
-(``judged_times``); a lie this large is also rejected outright when the claims explain under half
-of the windows. Either way the lie buys nothing (``neutralised``: the run passes with the judge's
-figures, no better than the kernel's real time).
+Two defences now stand. The judge compares the fingerprint of the watched functions in every
+answer with the one the child sent before the submission was imported: re-taking the record
+inside the child does not change that, so the run is rejected. And were the fingerprint forged
+too, the lie would buy nothing: each timed call is its own data-free request, and a call counts
+for at least the judge's window less the reference's overhead and a 30 µs jitter allowance
+(``judged_times``); measured with the fingerprint check off, this attack passed at 0.99x the
+kernel's honest time, with the judge's figures on every request.
 """
 
 import gc
