@@ -58,17 +58,23 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
     if numel == 0:
         return CheckResult(True, "ok", 0.0, 0.0, 0, 0)
 
-    close = torch.isclose(o, r, rtol=rtol, atol=atol, equal_nan=True)
-    finite = torch.isfinite(r) & torch.isfinite(o)
-    diff = (o - r).abs()
-    max_abs = float(diff[finite].max()) if finite.any() else 0.0
-    nz = finite & (r != 0)
-    max_rel = float((diff[nz] / r[nz].abs()).max()) if nz.any() else 0.0
-    bad = ~close
-    mismatches = int(bad.sum())
+    # torch.isclose's rule (equal_nan=True: close where |o - r| is finite and within atol +
+    # rtol * |r|, or o == r, or both NaN) in fewer passes over the data and no boolean-mask gathers.
+    # Outputs are checked once per timed call in leaderboard mode, so this bounds how many calls
+    # fit a case's budget: 16 MiB in 210 ms with isclose and masks, now about 40 ms (bench/README.md)
+    abs_r = r.abs()
+    diff = (o - r).abs_()
+    # the allowance made finite: an infinite reference allows nothing but o == r (as isclose)
+    close = diff <= abs_r.mul(rtol).add_(atol).clamp_(max=torch.finfo(work).max)
+    close.logical_or_(o == r).logical_or_(torch.isnan(o).logical_and_(torch.isnan(r)))
+    mismatches = numel - int(close.count_nonzero())
+    # error figures over finite differences only (a NaN or infinite one counts as 0 here)
+    max_abs = float(diff.nan_to_num_(0.0, 0.0, 0.0).amax())
+    max_rel = float(diff.div_(abs_r).nan_to_num_(0.0, 0.0, 0.0).amax())  # r == 0: x/0 is inf or NaN, so 0
     if mismatches == 0:
         return CheckResult(True, "ok", max_abs, max_rel, 0, numel)
 
+    bad = close.logical_not_()
     flat = int(bad.reshape(-1).nonzero()[0, 0])
     index = [int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape)]
     got, want = float(o.reshape(-1)[flat]), float(r.reshape(-1)[flat])

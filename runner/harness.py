@@ -51,6 +51,7 @@ import torch
 from kernelrank.problems import Case, Mode, ProblemSpec
 from kernelrank.runner import isolation
 from kernelrank.runner.checking import check_output
+from kernelrank.runner.child import steady_allocator
 from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.limits import SandboxLimits
 from kernelrank.runner.refcache import ReferenceCache, ReferenceTiming, case_key
@@ -165,6 +166,11 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
         raise ValueError(f"unknown mode {mode!r}")
     if device not in ("cpu", "cuda"):
         raise ValueError(f"unknown device {device!r}")
+    # the judge allocates inputs, references and check temporaries of up to tens of MiB per timed
+    # call: with glibc's moving thresholds each could land in fresh pages (checking a 16 MiB
+    # output: 45 ms, 25 ms with fixed thresholds), and the judge's seconds per call bound how many
+    # calls fit a case's budget. Process-wide and idempotent; the runner keeps its peak heap.
+    steady_allocator()
     return _Evaluation(spec, source, mode, device, options or EvalOptions(), on_event).run()
 
 
@@ -654,14 +660,6 @@ def _quantile(xs: list[int], q: float) -> float:
     return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
 
 
-def foreign_outside(foreign: list[int]) -> float:
-    """Median CPU time per call (ns) that threads the submission started (at import or since)
-    used outside its calls' windows: while the judge staged inputs, fetched outputs, or waited.
-    From the kernel's accounting (``/proc``): the child cannot forge it and load from other
-    processes does not inflate it."""
-    return _median(foreign)
-
-
 def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
     """Cross-check the child's claimed times against the judge's clock, per call.
 
@@ -676,7 +674,7 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
       thread's CPU time in the window less the claim beyond twice the reference's plus
       :data:`WALL_SLACK_NS` (CPU time, which load cannot raise, tells a lie from a busy machine);
     - work moved out of the call: threads the submission started using more than
-      :data:`FOREIGN_CPU_NS` of CPU per call outside the calls' windows (:func:`foreign_outside`;
+      :data:`FOREIGN_CPU_NS` of CPU per call (median) outside the calls' windows (``foreign``;
       e.g. a worker thread started at import that finishes the output after the call returned).
 
     Smaller lies gain nothing: each call counts for at least its window less the overhead and
@@ -688,7 +686,7 @@ def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
     allowed = 2 * ref.overhead_ns + WALL_SLACK_NS
     allowance = min(ref.overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
     replaced = sum(1 for u in unexplained if u > allowance)
-    foreign = foreign_outside(timed.foreign)
+    foreign = _median(timed.foreign)
     claimed_mean = statistics.fmean(timed.claims) if timed.claims else 0.0
     judged = sum(judged_times(timed.claims, timed.windows, ref.overhead_ns, timed.sizes))
     explained = sum(timed.claims) / max(1.0, judged)

@@ -23,7 +23,10 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Protocol
 
-MIN_RUNS = 3
+#: Fewest runs before the standard error may stop timing: a standard error from three runs is
+#: itself too uncertain (leaderboard cases were seen stopping on three nearly equal calls among
+#: calls that varied by 2x; bench/README.md).
+MIN_RUNS = 10
 #: Hard cap on timed runs of one case (the field: 100, up to 1000).
 MAX_RUNS = 1000
 #: Relative standard error at which timing stops, per device class.
@@ -87,7 +90,7 @@ def should_stop(times_ns: list[float] | list[int], rel_stderr: float, spent_s: f
     """The stopping rule: at least :data:`MIN_RUNS` runs and (standard error under ``rel_stderr``
     of the mean, or budget spent, or ``max_runs`` reached).
 
-    A budget that runs out before :data:`MIN_RUNS` still stops: a kernel too slow for three runs
+    A budget that runs out before :data:`MIN_RUNS` still stops: a kernel too slow for ten runs
     in its budget is reported with the runs it got.
     """
     n = len(times_ns)

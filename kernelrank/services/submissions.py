@@ -32,10 +32,12 @@ from sqlalchemy.orm import Session
 from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.problems import MODES
 from kernelrank.queue import device_class, job_time_limit
+from kernelrank.runner.results import Status  # torch-free: the verdicts' one definition
 from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 
-FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected", "cancelled")
+#: Statuses after which nothing changes a submission: the runner's verdicts and a user's cancel.
+FINAL = frozenset({s.value for s in Status} | {"cancelled"})
 LOG_LIMIT = 256 * 1024
 
 #: ``dispatch(job_message, queue, time_limit_s)``: sends the evaluation job (Celery by default).

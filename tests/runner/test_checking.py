@@ -61,3 +61,27 @@ def test_low_precision_compared_in_float32() -> None:
     out = torch.tensor([1.0078125, 2.0], dtype=torch.bfloat16)  # one bf16 ulp at 1.0
     assert check_output(out, ref, atol=0, rtol=1e-2).passed
     assert not check_output(out, ref, atol=0, rtol=1e-3).passed
+
+
+def test_same_verdicts_as_torch_isclose_on_special_values() -> None:
+    """The pass-saving rule agrees with ``torch.isclose(equal_nan=True)`` element for element,
+    NaN, infinities, zeros and overflowing differences included, in float32 and float64."""
+    specials = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 3e38, -3e38, 1e-30]
+    g = torch.Generator().manual_seed(7)
+    for dtype in (torch.float32, torch.float64):
+        for trial in range(40):
+            ref = torch.randn(500, generator=g, dtype=dtype)
+            out = ref + torch.randn(500, generator=g, dtype=dtype) * 10 ** torch.empty(500, dtype=dtype).uniform_(-9, 0, generator=g)
+            for t in (ref, out):
+                where = torch.randint(0, 500, (len(specials) * 3,), generator=g)
+                t[where] = torch.tensor(specials * 3, dtype=dtype)
+            if trial % 2:
+                out[ref.isnan()] = float("nan")
+            atol, rtol = 1e-5, 1e-3
+            c = check_output(out, ref, atol, rtol)
+            bad = ~torch.isclose(out, ref, rtol=rtol, atol=atol, equal_nan=True)
+            assert c.mismatches == int(bad.sum()), (dtype, trial)
+            if c.mismatches:
+                assert c.first_mismatch == [int(bad.nonzero()[0, 0])]
+            finite = torch.isfinite(out - ref)
+            assert c.max_abs_error == float((out - ref).abs()[finite].max())

@@ -7,7 +7,7 @@ import statistics
 
 import pytest
 
-from kernelrank.runner.timing import CpuTimer, geometric_mean, make_timer, roofline, should_stop, summarize
+from kernelrank.runner.timing import MIN_RUNS, CpuTimer, geometric_mean, make_timer, roofline, should_stop, summarize
 
 
 def test_summarize_matches_textbook_formulas() -> None:
@@ -27,9 +27,9 @@ def test_summarize_single_run_and_empty() -> None:
         summarize([])
 
 
-def test_stops_only_after_three_runs_when_precise() -> None:
-    assert not should_stop([100, 100], rel_stderr=0.01, spent_s=0.0, budget_s=10)
-    assert should_stop([100, 100, 100], rel_stderr=0.01, spent_s=0.0, budget_s=10)
+def test_stops_only_after_min_runs_when_precise() -> None:
+    assert not should_stop([100] * (MIN_RUNS - 1), rel_stderr=0.01, spent_s=0.0, budget_s=10)
+    assert should_stop([100] * MIN_RUNS, rel_stderr=0.01, spent_s=0.0, budget_s=10)
 
 
 def test_noisy_runs_continue_until_budget() -> None:
@@ -40,7 +40,7 @@ def test_noisy_runs_continue_until_budget() -> None:
 
 def test_cuda_threshold_is_stricter_than_cpu() -> None:
     # stderr/mean = 0.5% : enough for the CPU's 1%, not for CUDA's 0.1%
-    xs = [1000 + d for d in (-10, 10, -10, 10, -10, 10, -10, 10)]
+    xs = [1000 + d for d in (-10, 10) * 6]
     s = summarize(xs)
     assert 0.001 < s.stderr_ns / s.mean_ns < 0.01
     assert should_stop(xs, 0.01, 0, 100)

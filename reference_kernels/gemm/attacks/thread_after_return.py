@@ -19,6 +19,8 @@ import threading
 
 import torch
 
+gc.unfreeze()  # the child moved its import-time objects out of gc.get_objects() (gc.freeze): bring them back
+
 _jobs = queue.Queue()
 _pending = {}
 _detach = torch.Tensor.detach

@@ -27,6 +27,8 @@ import torch
 
 import kernelrank.runner.timing as _timing
 
+gc.unfreeze()  # the child moved its import-time objects out of gc.get_objects() (gc.freeze): bring them back
+
 try:
     import kernelrank.runner.harness as _harness
 

@@ -19,6 +19,8 @@ import gc
 import torch
 import torch.cuda
 
+gc.unfreeze()  # the child moved its import-time objects out of gc.get_objects() (gc.freeze): bring them back
+
 PAGE_SIZE = 64
 D_V = 512
 

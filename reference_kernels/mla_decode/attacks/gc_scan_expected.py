@@ -16,6 +16,8 @@ import sys
 
 import torch
 
+gc.unfreeze()  # the child moved its import-time objects out of gc.get_objects() (gc.freeze): bring them back
+
 D_V = 512
 
 
