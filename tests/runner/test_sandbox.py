@@ -181,7 +181,7 @@ def test_file_size_flood_is_cut(double, options) -> None:
 
 
 def test_memory_bomb_is_an_error_on_cpu(double, options) -> None:
-    limits = SandboxLimits(address_space_bytes=3 * GiB)
+    limits = SandboxLimits(address_space_bytes=2 * GiB)
     r = _run(double, submission("memory_bomb.py"), _options(options, limits=limits, threads=1))
     assert r.status.value == "error", r.message
     assert "memory" in r.message.lower()
