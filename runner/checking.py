@@ -61,7 +61,8 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
     # torch.isclose's rule (equal_nan=True: close where |o - r| is finite and within atol +
     # rtol * |r|, or o == r, or both NaN) in fewer passes over the data and no boolean-mask gathers.
     # Outputs are checked once per timed call in leaderboard mode, so this bounds how many calls
-    # fit a case's budget: 16 MiB in 210 ms with isclose and masks, now about 40 ms (bench/README.md)
+    # fit a case's budget: 16 MiB in 210 ms with isclose and masks, now about 45 ms (25 ms with the
+    # judge's fixed malloc thresholds, harness.evaluate; bench/README.md)
     abs_r = r.abs()
     diff = (o - r).abs_()
     # the allowance made finite: an infinite reference allows nothing but o == r (as isclose)

@@ -461,15 +461,15 @@ class _Evaluation:
             # the window opens before the (tiny) request is handed to the socket: stamping after
             # it can come late when the child's threads take every core at once, shortening the
             # window below the call it holds (seen on 2 cores with a 2-thread child)
-            window = span = child.span_ns
+            window = child.span_ns
             cpu_after = child.thread_cpu_ns()
             main = child.proc.pid
             timed.main_cpu.append(cpu_after.get(main, 0) - cpu_before.get(main, 0))
             self._guard(child, reply)
             claims = _ns_list(reply.get("times_ns"), k)
-            if sum(claims) > span:
+            if sum(claims) > window:
                 raise _Verdict(Status.rejected, f"{self._where}: the submission's process claimed {sum(claims)} ns for "
-                                                f"calls answered after {span} ns")
+                                                f"calls answered after {window} ns")
             timed.claims.extend(claims)
             timed.windows.append(window)
             timed.sizes.append(k)

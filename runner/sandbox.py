@@ -191,7 +191,6 @@ class SubmissionProcess:
         self.stdout = BoundedLog(stdout, log_limit)
         self.stderr = BoundedLog(stderr, log_limit)
         self.closed = False
-        self.answer_ns = 0
         self.span_ns = 0
         self.watch = ProcessWatch(self.proc.pid, self.plan.uid)
         self.isolation: dict[str, Any] = {"method": method}
@@ -267,14 +266,12 @@ class SubmissionProcess:
 
         Afterwards, on the judge's clock: ``span_ns`` from the moment the encoded request started to
         go out to the first bytes of the answer (the request's transfer and the child's whole work
-        on it), and ``answer_ns`` from the moment the request was all handed to the socket to those
-        first bytes (the child's work; a judge scheduled late after sending can only shorten it).
+        on it).
         """
         self.channel.max_message_bytes = min(max_bytes or self.max_message_bytes, self.max_message_bytes)
         try:
             self.channel.send(message, deadline)
             reply = self.channel.recv(deadline=deadline)
-            self.answer_ns = self.channel.first_byte_ns - self.channel.send_end_ns
             self.span_ns = self.channel.first_byte_ns - self.channel.send_start_ns
         except ChannelTimeout:
             self.kill()

@@ -179,10 +179,9 @@ class Channel:
     def __init__(self, sock: socket.socket, max_message_bytes: int = 1 << 34):
         self.sock = sock
         self.max_message_bytes = max_message_bytes
-        #: ``time.perf_counter_ns()`` when the last message, encoded, started to go out and when it
-        #: was all handed to the socket, and when the first bytes of the last received message arrived.
+        #: ``time.perf_counter_ns()`` when the last message, encoded, started to go out, and when the
+        #: first bytes of the last received message arrived.
         self.send_start_ns = 0
-        self.send_end_ns = 0
         self.first_byte_ns = 0
 
     def send(self, value: Any, deadline: float | None = None) -> None:
@@ -200,7 +199,6 @@ class Channel:
             self._write(_BUFLEN.pack(buf.nbytes), deadline)
             if buf.nbytes:
                 self._write(buf, deadline)
-        self.send_end_ns = time.perf_counter_ns()
 
     def _write(self, data: bytes | memoryview, deadline: float | None) -> None:
         if deadline is not None:

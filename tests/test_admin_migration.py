@@ -20,6 +20,14 @@ def _alembic(url: str):
     return cfg
 
 
+def _user_and_problem(c) -> None:
+    """User 1 and problem 1 with its revision 1, as every migration since 0001 keeps them."""
+    c.execute(sa.text("INSERT INTO users (id, name, is_admin) VALUES (1, 'alice', 0)"))
+    c.execute(sa.text("INSERT INTO problems (id, name) VALUES (1, 'double')"))
+    c.execute(sa.text("INSERT INTO problem_revisions (id, problem_id, revision, definition, reference_source, "
+                      "templates, secret_seed, is_current) VALUES (1, 1, 'abc', '{}', '', '{}', 7, 1)"))
+
+
 def test_0002_keeps_existing_rows_and_downgrades(tmp_path: Path) -> None:
     from alembic import command
 
@@ -28,10 +36,7 @@ def test_0002_keeps_existing_rows_and_downgrades(tmp_path: Path) -> None:
     command.upgrade(cfg, "0001")
     engine = sa.create_engine(url)
     with engine.begin() as c:
-        c.execute(sa.text("INSERT INTO users (id, name, is_admin) VALUES (1, 'alice', 0)"))
-        c.execute(sa.text("INSERT INTO problems (id, name) VALUES (1, 'double')"))
-        c.execute(sa.text("INSERT INTO problem_revisions (id, problem_id, revision, definition, reference_source, "
-                          "templates, secret_seed, is_current) VALUES (1, 1, 'abc', '{}', '', '{}', 7, 1)"))
+        _user_and_problem(c)
         c.execute(sa.text("INSERT INTO submissions (id, user_id, problem_revision_id, device, mode, language, filename, "
                           "code, code_sha256, status, message, ranked, progress) VALUES "
                           "(1, 1, 1, 'cpu', 'leaderboard', 'pytorch', 'k.py', 'x', 'h', 'passed', '', 1, '{}')"))
@@ -73,10 +78,7 @@ def test_0006_fills_headline_figures_from_the_current_public_run(tmp_path: Path)
     old = {"kind": "benchmark", "index": 0, "tflops": 9.0, "gbps": 9.0}
     engine = sa.create_engine(url)
     with engine.begin() as c:
-        c.execute(sa.text("INSERT INTO users (id, name, is_admin) VALUES (1, 'alice', 0)"))
-        c.execute(sa.text("INSERT INTO problems (id, name) VALUES (1, 'double')"))
-        c.execute(sa.text("INSERT INTO problem_revisions (id, problem_id, revision, definition, reference_source, "
-                          "templates, secret_seed, is_current) VALUES (1, 1, 'abc', '{}', '', '{}', 7, 1)"))
+        _user_and_problem(c)
         for sid, attempt in ((1, 2), (2, 1)):
             c.execute(sa.text("INSERT INTO submissions (id, user_id, problem_revision_id, device, mode, language, "
                               "filename, code, code_sha256, status, message, ranked, progress, attempt) VALUES "
