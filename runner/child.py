@@ -274,25 +274,24 @@ class Worker:
         return {"out": out.detach().to("cpu", copy=True), "out_type": "torch.Tensor", "out_device": str(out.device)}
 
 
-def _storages(value: Any) -> list[tuple[str, int, int]]:
-    """``(device, first byte, bytes)`` of the storage of every tensor in a (nested) input."""
+def _storages(value: Any, found: list[tuple[str, int, int]] | None = None) -> list[tuple[str, int, int]]:
+    """``(device, first byte, bytes)`` of the storage of every tensor in a (nested) input.
+
+    Recursive as a plain function (a nested function calling itself would be a reference cycle,
+    garbage for the collector on every call; see ``wire._enc``)."""
     import torch
 
-    found: list[tuple[str, int, int]] = []
-
-    def walk(v: Any) -> None:
-        if isinstance(v, torch.Tensor):
-            s = v.untyped_storage()
-            if s.nbytes():
-                found.append((str(v.device), s.data_ptr(), s.nbytes()))
-        elif isinstance(v, (list, tuple)):
-            for x in v:
-                walk(x)
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-
-    walk(value)
+    found = [] if found is None else found
+    if isinstance(value, torch.Tensor):
+        s = value.untyped_storage()
+        if s.nbytes():
+            found.append((str(value.device), s.data_ptr(), s.nbytes()))
+    elif isinstance(value, (list, tuple)):
+        for x in value:
+            _storages(x, found)
+    elif isinstance(value, dict):
+        for x in value.values():
+            _storages(x, found)
     return found
 
 

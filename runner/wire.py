@@ -77,30 +77,34 @@ def encode(value: Any) -> tuple[dict[str, Any], list[memoryview]]:
         WireError: a value of a type the channel does not carry.
     """
     buffers: list[memoryview] = []
+    return {"body": _enc(value, buffers)}, buffers
 
-    def enc(v: Any) -> Any:
-        if v is None or isinstance(v, (bool, int, str)):
-            return v
-        if isinstance(v, float):
-            return {"__float__": repr(v)} if not math.isfinite(v) else v
-        if isinstance(v, torch.Tensor):
-            t = v.detach()
-            name = dtype_name(t.dtype)
-            t = t.to("cpu", copy=True).contiguous()
-            raw = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
-            buffers.append(memoryview(raw.numpy()).cast("B"))
-            return {"__tensor__": len(buffers) - 1, "dtype": name, "shape": list(t.shape)}
-        if isinstance(v, tuple):
-            return {"__tuple__": [enc(x) for x in v]}
-        if isinstance(v, list):
-            return [enc(x) for x in v]
-        if isinstance(v, dict):
-            if not all(isinstance(k, str) for k in v):
-                raise WireError("dict keys must be strings")
-            return {"__dict__": {k: enc(x) for k, x in v.items()}}
-        raise WireError(f"cannot send a value of type {type(v).__name__}")
 
-    return {"body": enc(value)}, buffers
+# The recursion is a module-level function with the buffers passed in, not a closure over them:
+# a nested function that calls itself is a reference cycle holding every buffer until Python's
+# collector runs (measured: up to 500 MiB of 16 MiB copies alive in the child, its heap growing by
+# 16 MiB of fresh pages, 4096 page faults at 2-10 µs each, inside timed calls).
+def _enc(v: Any, buffers: list[memoryview]) -> Any:
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return {"__float__": repr(v)} if not math.isfinite(v) else v
+    if isinstance(v, torch.Tensor):
+        t = v.detach()
+        name = dtype_name(t.dtype)
+        t = t.to("cpu", copy=True).contiguous()
+        raw = t.reshape(-1).view(torch.uint8) if t.numel() else torch.empty(0, dtype=torch.uint8)
+        buffers.append(memoryview(raw.numpy()).cast("B"))
+        return {"__tensor__": len(buffers) - 1, "dtype": name, "shape": list(t.shape)}
+    if isinstance(v, tuple):
+        return {"__tuple__": [_enc(x, buffers) for x in v]}
+    if isinstance(v, list):
+        return [_enc(x, buffers) for x in v]
+    if isinstance(v, dict):
+        if not all(isinstance(k, str) for k in v):
+            raise WireError("dict keys must be strings")
+        return {"__dict__": {k: _enc(x, buffers) for k, x in v.items()}}
+    raise WireError(f"cannot send a value of type {type(v).__name__}")
 
 
 def decode(header: dict[str, Any], buffers: list[bytes | bytearray], device: str = "cpu") -> Any:
@@ -109,33 +113,33 @@ def decode(header: dict[str, Any], buffers: list[bytes | bytearray], device: str
     Raises:
         WireError: an unknown dtype, a negative or inconsistent shape, a missing buffer.
     """
-
-    def dec(v: Any) -> Any:
-        if v is None or isinstance(v, (bool, int, float, str)):
-            return v
-        if isinstance(v, list):
-            return [dec(x) for x in v]
-        if not isinstance(v, dict) or len(v) == 0:
-            raise WireError("malformed value")
-        if "__tuple__" in v:
-            return tuple(dec(x) for x in _list(v["__tuple__"]))
-        if "__dict__" in v:
-            d = v["__dict__"]
-            if not isinstance(d, dict):
-                raise WireError("malformed dict")
-            return {str(k): dec(x) for k, x in d.items()}
-        if "__float__" in v:
-            s = v["__float__"]
-            if s not in ("nan", "inf", "-inf"):
-                raise WireError("malformed float")
-            return float(s)
-        if "__tensor__" in v:
-            return _tensor(v, buffers, device)
-        raise WireError("malformed value")
-
     if not isinstance(header, dict) or "body" not in header:
         raise WireError("message has no body")
-    return dec(header["body"])
+    return _dec(header["body"], buffers, device)
+
+
+def _dec(v: Any, buffers: list[bytes | bytearray], device: str) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, list):
+        return [_dec(x, buffers, device) for x in v]
+    if not isinstance(v, dict) or len(v) == 0:
+        raise WireError("malformed value")
+    if "__tuple__" in v:
+        return tuple(_dec(x, buffers, device) for x in _list(v["__tuple__"]))
+    if "__dict__" in v:
+        d = v["__dict__"]
+        if not isinstance(d, dict):
+            raise WireError("malformed dict")
+        return {str(k): _dec(x, buffers, device) for k, x in d.items()}
+    if "__float__" in v:
+        s = v["__float__"]
+        if s not in ("nan", "inf", "-inf"):
+            raise WireError("malformed float")
+        return float(s)
+    if "__tensor__" in v:
+        return _tensor(v, buffers, device)
+    raise WireError("malformed value")
 
 
 def _list(v: Any) -> list[Any]:
