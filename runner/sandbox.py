@@ -247,7 +247,13 @@ class SubmissionProcess:
         """CPU time (ns) used so far by each thread of the child, by thread id, from the kernel's
         scheduler accounting (``/proc/<pid>/task/<tid>/schedstat``, first field): figures the
         child cannot forge, and which load from other processes does not inflate."""
-        found: dict[int, int] = {}
+        return {tid: run for tid, (run, _wait) in self.thread_sched().items()}
+
+    def thread_sched(self) -> dict[int, tuple[int, int]]:
+        """Per thread of the child, by thread id: CPU time used so far and time spent runnable but
+        waiting for a CPU (ns), the first two fields of ``/proc/<pid>/task/<tid>/schedstat``
+        (``run_delay``: Documentation/scheduler/sched-stats.rst)."""
+        found: dict[int, tuple[int, int]] = {}
         try:
             tids = os.listdir(f"/proc/{self.proc.pid}/task")
         except OSError:
@@ -255,10 +261,27 @@ class SubmissionProcess:
         for tid in tids:
             try:
                 with open(f"/proc/{self.proc.pid}/task/{tid}/schedstat", "rb") as f:
-                    found[int(tid)] = int(f.read().split(maxsplit=1)[0])
+                    run, wait = f.read().split(maxsplit=2)[:2]
+                found[int(tid)] = (int(run), int(wait))
             except (OSError, ValueError, IndexError):
                 continue
         return found
+
+    def affinity_narrowed(self) -> bool:
+        """Whether a thread of the child may run on fewer CPUs than the judge (the submission
+        called ``sched_setaffinity``, which can leave its own threads waiting beside an idle CPU)."""
+        try:
+            mine = os.sched_getaffinity(0)
+            tids = os.listdir(f"/proc/{self.proc.pid}/task")
+        except OSError:
+            return False
+        for tid in tids:
+            try:
+                if os.sched_getaffinity(int(tid)) != mine:
+                    return True
+            except (OSError, ValueError):
+                continue
+        return False
 
     def request(self, message: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
         """Send one request and wait for its answer until ``deadline`` (``time.monotonic()``),

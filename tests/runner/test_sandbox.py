@@ -271,3 +271,28 @@ def test_ordinary_speedup_needs_no_review(double, options) -> None:
     r = _run(double, submission("double_ok.py"), options, mode="benchmark")
     assert r.status.value == "passed", r.message
     assert not r.needs_review and r.review_reason is None
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="narrowing CPU affinity needs a machine with 2 CPUs or more")
+def test_narrowed_cpu_affinity_is_seen(tmp_path: Path) -> None:
+    """A child that pins itself to one CPU could wait beside an idle one and have its calls timed
+    again as if the machine had taken them (see ``harness.preempted``): the judge notices."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from kernelrank.runner.sandbox import SubmissionProcess
+
+    script = ("import os, sys, time\n"
+              "if sys.argv[1] == 'pin': os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
+              "print('ready', flush=True); time.sleep(30)\n")
+    seen = {}
+    for how in ("pin", "stay"):
+        proc = subprocess.Popen([sys.executable, "-c", script, how], stdout=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            seen[how] = SubmissionProcess.affinity_narrowed(SimpleNamespace(proc=proc))  # type: ignore[arg-type]
+        finally:
+            proc.kill()
+            proc.wait()
+    assert seen == {"pin": True, "stay": False}

@@ -145,3 +145,55 @@ def test_cpu_of_submission_threads_outside_the_calls_rejects() -> None:
     timed.foreign = [FOREIGN_CPU_NS + 400_000] * 10  # the real work done by a thread between calls
     r = _wall_check(timed, ref)
     assert not r["passed"] and "work outside the timed call" in r["message"]
+
+
+# -- requests the machine took from the child ---------------------------------------------------
+MS = 1_000_000
+
+
+def test_a_request_whose_cpus_went_elsewhere_is_preempted() -> None:
+    """A 10 ms window on 2 CPUs: the child's two threads ran 3 ms each and waited 6 ms each while
+    neither they nor the judge used the other 13.7 ms of CPU (a host descheduling the VM's CPUs)."""
+    from kernelrank.runner.harness import preempted
+
+    before = {1: (10 * MS, 2 * MS), 2: (4 * MS, 1 * MS)}
+    after = {1: (13 * MS, 8 * MS), 2: (7 * MS, 7 * MS)}
+    assert preempted(10 * MS, before, after, MS // 3, cpus=2)
+
+
+def test_waits_among_the_childs_own_threads_are_not_preemption() -> None:
+    """Four threads of the child on 2 CPUs, each running half the window and waiting the other
+    half: the CPUs were the child's all along (a submission cannot get its calls timed again by
+    running more threads than CPUs)."""
+    from kernelrank.runner.harness import preempted
+
+    after = {t: (5 * MS, 5 * MS) for t in range(4)}
+    assert not preempted(10 * MS, {}, after, MS // 3, cpus=2)
+
+
+def test_an_ordinary_request_is_not_preempted() -> None:
+    """Waits of a normal request (the judge's own ~1 ms at the window's ends) and an idle CPU
+    beside a one-thread child are no reason to time a call again."""
+    from kernelrank.runner.harness import preempted
+
+    two_threads = {1: (9 * MS, MS), 2: (8 * MS, 2 * MS)}
+    assert not preempted(10 * MS, {}, two_threads, MS // 3, cpus=2)
+    one_thread = {1: (9 * MS, MS)}
+    assert not preempted(10 * MS, {}, one_thread, MS // 3, cpus=2)
+
+
+def test_preempted_requests_left_out_are_capped() -> None:
+    from kernelrank.runner.harness import PREEMPTED_MAX_SHARE, PREEMPTED_MIN, _CaseTiming
+    from kernelrank.runner.results import CaseResult
+
+    timed = _CaseTiming(CaseResult("benchmark", 0, {}, True, "ok"))
+    dropped = 0
+    while timed.may_drop():
+        timed.preempted += 1
+        dropped += 1
+    assert dropped == PREEMPTED_MIN
+    timed.windows = [MS] * 40
+    assert timed.may_drop() and timed.preempted < PREEMPTED_MAX_SHARE * 42
+    while timed.may_drop():
+        timed.preempted += 1
+    assert timed.preempted <= PREEMPTED_MAX_SHARE * (40 + timed.preempted) + 1

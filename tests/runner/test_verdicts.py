@@ -140,10 +140,37 @@ def test_leaderboard_scores_geometric_mean_and_checks_every_call(double, options
     r = _run(double, "double_ok.py", options, mode="leaderboard")
     assert r.status is Status.passed, r.message
     bench = [c for c in r.cases if c.kind == "benchmark"]
-    # every timed call's output was checked, plus the warm-up's first output
-    assert all(c.checked == c.timing["runs"] + 1 for c in bench)
+    # every timed call's output was checked (those timed again too), plus the warm-up's first output
+    assert all(c.checked == c.timing["runs"] + c.wall_check["preempted_requests"] + 1 for c in bench)
     means = [c.timing["mean_ns"] for c in bench]
     assert r.score_ns == pytest.approx((means[0] * means[1]) ** 0.5)
+
+
+def test_requests_the_machine_took_are_timed_again_on_new_inputs(double, options, monkeypatch) -> None:
+    """Every request looks preempted: at most the capped share is left out, each left-out call's
+    output is still checked, and every request of a case gets inputs of its own seed (a call
+    timed again is never a replay of the inputs it was first given)."""
+    from kernelrank.runner import harness
+
+    seeds: list[tuple[str, int, int]] = []  # (who: reference or submission, N, seed)
+    inputs = harness._Evaluation._inputs
+
+    def recording(self, case, seed):
+        seeds.append((self._where.split()[0], case.params["N"], seed))
+        return inputs(self, case, seed)
+
+    monkeypatch.setattr(harness, "preempted", lambda *args: True)
+    monkeypatch.setattr(harness._Evaluation, "_inputs", recording)
+    r = _run(double, "double_ok.py", options, mode="leaderboard")
+    assert r.status is Status.passed, r.message
+    for c in (c for c in r.cases if c.kind == "benchmark"):
+        left_out, runs = c.wall_check["preempted_requests"], c.timing["runs"]
+        assert left_out >= harness.PREEMPTED_MIN and runs >= 1
+        assert left_out <= max(harness.PREEMPTED_MIN, harness.PREEMPTED_MAX_SHARE * (runs + left_out)) + 1
+        assert c.checked == runs + left_out + 1
+        for who in ("reference", "benchmark"):
+            mine = [s for w, n, s in seeds if w == who and n == c.spec["N"]]
+            assert mine and len(mine) == len(set(mine)), who
 
 
 def test_escaping_the_timed_region_is_rejected(double, options) -> None:
