@@ -57,7 +57,7 @@ from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.limits import SandboxLimits
 from kernelrank.runner.refcache import ReferenceCache, ReferenceTiming, case_key
 from kernelrank.runner.results import CaseResult, EvalResult, Status
-from kernelrank.runner.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
+from kernelrank.runner.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess, tasks_created
 from kernelrank.runner.timing import MAX_RUNS, REL_STDERR, geometric_mean, roofline, should_stop, summarize
 
 Event = Callable[[dict[str, Any]], None]
@@ -478,13 +478,14 @@ class _Evaluation:
             remaining = budget_s - (time.monotonic() - start)
             k = 1 if fresh else max(1, min(limit, int(remaining / est_call_s), MAX_RUNS - len(timed.claims)))
             limit *= 2
-            judge_cpu = time.process_time_ns()
+            judge_cpu, tasks = time.process_time_ns(), tasks_created()
             reply = child.request({"op": "go", "repeat": k}, deadline, max_bytes=REPLY_SLACK_BYTES)
             # the window opens before the (tiny) request is handed to the socket: stamping after
             # it can come late when the child's threads take every core at once, shortening the
             # window below the call it holds (seen on 2 cores with a 2-thread child)
             window = child.span_ns
             judge_cpu = time.process_time_ns() - judge_cpu
+            tasks = tasks_created() - tasks if tasks >= 0 else -1  # unreadable: as if created
             sched_after = child.thread_sched()
             cpu_after = {t: run for t, (run, _) in sched_after.items()}
             main = child.proc.pid
@@ -493,8 +494,11 @@ class _Evaluation:
             if sum(claims) > window:
                 raise _Verdict(Status.rejected, f"{self._where}: the submission's process claimed {sum(claims)} ns for "
                                                 f"calls answered after {window} ns")
-            if (preempted(window, sched_before, sched_after, judge_cpu, self.cpus) and timed.may_drop()
-                    and not child.affinity_narrowed()):
+            # never for a request during which a process or thread was created anywhere (a helper
+            # process started inside the call could keep the CPUs from the child's own threads),
+            # nor for a child that narrowed its CPU affinity (waiting beside an idle CPU)
+            if (tasks == 0 and preempted(window, sched_before, sched_after, judge_cpu, self.cpus)
+                    and timed.may_drop() and not child.affinity_narrowed()):
                 timed.preempted += 1  # timed again; its output is still checked below
             else:
                 timed.main_cpu.append(cpu_after.get(main, 0) - cpu_before.get(main, 0))
@@ -635,9 +639,10 @@ def preempted(window_ns: int, before: dict[int, tuple[int, int]], after: dict[in
     True when the child's threads together waited, runnable, for more than
     :data:`PREEMPTED_SHARE` of the window *and* the CPUs spent more than that share on neither the
     child nor the judge. Threads of the child waiting for each other (a submission running more
-    threads than CPUs) leave no CPU to anyone else, so such waits never count; a submission that
-    narrows its own CPU affinity to wait beside an idle CPU is excluded by the caller
-    (:meth:`SubmissionProcess.affinity_narrowed`).
+    threads than CPUs) leave no CPU to anyone else, so such waits never count (the sandbox's other
+    processes count as the child: see :meth:`SubmissionProcess.thread_sched`); the caller also
+    excludes requests during which any task was created (:func:`~kernelrank.runner.sandbox.tasks_created`)
+    and children that narrowed their CPU affinity (:meth:`SubmissionProcess.affinity_narrowed`).
     """
     run = sum(cpu - before.get(t, (0, 0))[0] for t, (cpu, _) in after.items())
     wait = sum(w - before.get(t, (0, 0))[1] for t, (_, w) in after.items())

@@ -39,6 +39,19 @@ ENV_ALLOWLIST = (
 )
 
 
+def tasks_created() -> int:
+    """Processes and threads created on this machine since boot (``processes`` in ``/proc/stat``);
+    -1 when unreadable."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            for line in f:
+                if line.startswith(b"processes "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return -1
+
+
 class ChildDied(Exception):
     """The child exited or was killed before answering; ``returncode`` as from ``Popen``."""
 
@@ -244,27 +257,30 @@ class SubmissionProcess:
         return " and ".join(parts) + " still running after the call returned (all work must end inside the call)"
 
     def thread_cpu_ns(self) -> dict[int, int]:
-        """CPU time (ns) used so far by each thread of the child, by thread id, from the kernel's
-        scheduler accounting (``/proc/<pid>/task/<tid>/schedstat``, first field): figures the
-        child cannot forge, and which load from other processes does not inflate."""
+        """CPU time (ns) used so far by each thread of the child (and of the sandbox's processes
+        there at :meth:`set_baseline`), by thread id, from the kernel's scheduler accounting
+        (``/proc/<pid>/task/<tid>/schedstat``, first field): figures the child cannot forge, and
+        which load from other processes does not inflate."""
         return {tid: run for tid, (run, _wait) in self.thread_sched().items()}
 
     def thread_sched(self) -> dict[int, tuple[int, int]]:
         """Per thread of the child, by thread id: CPU time used so far and time spent runnable but
         waiting for a CPU (ns), the first two fields of ``/proc/<pid>/task/<tid>/schedstat``
-        (``run_delay``: Documentation/scheduler/sched-stats.rst)."""
+        (``run_delay``: Documentation/scheduler/sched-stats.rst); with the threads of the sandbox's
+        other processes that were there at :meth:`set_baseline` (started at import)."""
         found: dict[int, tuple[int, int]] = {}
-        try:
-            tids = os.listdir(f"/proc/{self.proc.pid}/task")
-        except OSError:
-            return found
-        for tid in tids:
+        for pid in {self.proc.pid} | self._processes:
             try:
-                with open(f"/proc/{self.proc.pid}/task/{tid}/schedstat", "rb") as f:
-                    run, wait = f.read().split(maxsplit=2)[:2]
-                found[int(tid)] = (int(run), int(wait))
-            except (OSError, ValueError, IndexError):
+                tids = os.listdir(f"/proc/{pid}/task")
+            except OSError:
                 continue
+            for tid in tids:
+                try:
+                    with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                        run, wait = f.read().split(maxsplit=2)[:2]
+                    found[int(tid)] = (int(run), int(wait))
+                except (OSError, ValueError, IndexError):
+                    continue
         return found
 
     def affinity_narrowed(self) -> bool:

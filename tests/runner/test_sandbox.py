@@ -296,3 +296,34 @@ def test_narrowed_cpu_affinity_is_seen(tmp_path: Path) -> None:
             proc.kill()
             proc.wait()
     assert seen == {"pin": True, "stay": False}
+
+
+
+def test_scheduler_figures_cover_the_sandboxs_baseline_processes() -> None:
+    """A process the submission started at import is in the judge's baseline (no stray), but its
+    threads' CPU time is the submission's: counted as work outside the calls between them, and as
+    the child's own in ``harness.preempted``."""
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from kernelrank.runner.sandbox import SubmissionProcess
+
+    busy = "import time\nend = time.time() + 30\nprint('ready', flush=True)\nwhile time.time() < end: pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        child, helper = procs
+        holder = SimpleNamespace(proc=child, _processes={child.pid, helper.pid})
+        first = SubmissionProcess.thread_sched(holder)  # type: ignore[arg-type]
+        assert {child.pid, helper.pid} <= set(first)
+        time.sleep(0.2)
+        later = SubmissionProcess.thread_sched(holder)  # type: ignore[arg-type]
+        assert later[helper.pid][0] > first[helper.pid][0]  # the helper's CPU time, seen growing
+        alone = SubmissionProcess.thread_sched(SimpleNamespace(proc=child, _processes=set()))  # type: ignore[arg-type]
+        assert helper.pid not in alone and child.pid in alone
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

@@ -173,6 +173,18 @@ def test_requests_the_machine_took_are_timed_again_on_new_inputs(double, options
             assert mine and len(mine) == len(set(mine)), who
 
 
+def test_no_request_is_timed_again_when_the_call_starts_a_task(double, options, monkeypatch) -> None:
+    """A call that starts (and waits for) a process or thread could use it to keep the CPUs from its
+    own threads and look preempted: requests during which any task was created always count."""
+    from kernelrank.runner import harness
+
+    monkeypatch.setattr(harness, "preempted", lambda *args: True)
+    r = _run(double, "process_inside_call.py", options, mode="leaderboard")
+    assert r.status is Status.passed, r.message
+    bench = [c for c in r.cases if c.kind == "benchmark"]
+    assert bench and all(c.wall_check["preempted_requests"] == 0 for c in bench)
+
+
 def test_escaping_the_timed_region_is_rejected(double, options) -> None:
     r = _run(double, "untimed_work.py", options, mode="benchmark")
     assert r.status is Status.rejected, r.message
