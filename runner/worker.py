@@ -234,16 +234,18 @@ def _problem_name(job: dict[str, Any]) -> str:
 
 def _json_ready(value: Any) -> Any:
     """Non-finite floats become ``None`` (JSON and Postgres have no NaN); other values as JSON."""
-    def clean(v: Any) -> Any:
-        if isinstance(v, float):
-            return v if math.isfinite(v) else None
-        if isinstance(v, dict):
-            return {str(k): clean(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [clean(x) for x in v]
-        return v
+    return json.loads(json.dumps(_finite(value), default=str, allow_nan=False))
 
-    return json.loads(json.dumps(clean(value), default=str, allow_nan=False))
+
+def _finite(v: Any) -> Any:
+    # a plain recursive function: a nested one calling itself is a reference cycle (see wire._enc)
+    if isinstance(v, float):
+        return v if math.isfinite(v) else None
+    if isinstance(v, dict):
+        return {str(k): _finite(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_finite(x) for x in v]
+    return v
 
 
 # -- heartbeat -----------------------------------------------------------------------------------
