@@ -39,7 +39,6 @@ cases under ``torch.profiler``.
 from __future__ import annotations
 
 import hashlib
-import os
 import secrets
 import statistics
 import time
@@ -242,7 +241,7 @@ class _Evaluation:
         self.definition = spec.definition
         self.reference = spec.reference_module()
         self.threads = cpu_threads(options.threads) if device == "cpu" else 0
-        self.cpus = len(os.sched_getaffinity(0))
+        self.cpus = cpu_threads(0)  # every CPU this process may use
         self.info: DeviceInfo = device_info(device, self.threads)
         self.secret = options.secret if options.secret is not None else secrets.randbits(63)
         self.emit = on_event or (lambda _e: None)

@@ -269,35 +269,37 @@ class SubmissionProcess:
         (``run_delay``: Documentation/scheduler/sched-stats.rst); with the threads of the sandbox's
         other processes that were there at :meth:`set_baseline` (started at import)."""
         found: dict[int, tuple[int, int]] = {}
-        for pid in {self.proc.pid} | self._processes:
+        for pid, tid in self._tasks():
             try:
-                tids = os.listdir(f"/proc/{pid}/task")
-            except OSError:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    run, wait = f.read().split(maxsplit=2)[:2]
+                found[tid] = (int(run), int(wait))
+            except (OSError, ValueError, IndexError):
                 continue
-            for tid in tids:
-                try:
-                    with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                        run, wait = f.read().split(maxsplit=2)[:2]
-                    found[int(tid)] = (int(run), int(wait))
-                except (OSError, ValueError, IndexError):
-                    continue
         return found
 
     def affinity_narrowed(self) -> bool:
-        """Whether a thread of the child may run on fewer CPUs than the judge (the submission
-        called ``sched_setaffinity``, which can leave its own threads waiting beside an idle CPU)."""
-        try:
-            mine = os.sched_getaffinity(0)
-            tids = os.listdir(f"/proc/{self.proc.pid}/task")
-        except OSError:
-            return False
-        for tid in tids:
+        """Whether a thread of the child (or of the sandbox's processes from the baseline, as in
+        :meth:`thread_sched`) may run on fewer CPUs than the judge (the submission called
+        ``sched_setaffinity``, which can leave its own threads waiting beside an idle CPU)."""
+        mine = os.sched_getaffinity(0)
+        for _pid, tid in self._tasks():
             try:
-                if os.sched_getaffinity(int(tid)) != mine:
+                if os.sched_getaffinity(tid) != mine:
                     return True
-            except (OSError, ValueError):
+            except OSError:
                 continue
         return False
+
+    def _tasks(self) -> list[tuple[int, int]]:
+        """``(pid, tid)`` of every thread of the child and of the sandbox's baseline processes."""
+        found = []
+        for pid in {self.proc.pid} | self._processes:
+            try:
+                found.extend((pid, int(tid)) for tid in os.listdir(f"/proc/{pid}/task"))
+            except (OSError, ValueError):
+                continue
+        return found
 
     def request(self, message: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
         """Send one request and wait for its answer until ``deadline`` (``time.monotonic()``),

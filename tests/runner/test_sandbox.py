@@ -286,17 +286,24 @@ def test_narrowed_cpu_affinity_is_seen(tmp_path: Path) -> None:
     script = ("import os, sys, time\n"
               "if sys.argv[1] == 'pin': os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})\n"
               "print('ready', flush=True); time.sleep(30)\n")
-    seen = {}
-    for how in ("pin", "stay"):
-        proc = subprocess.Popen([sys.executable, "-c", script, how], stdout=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-            seen[how] = SubmissionProcess.affinity_narrowed(SimpleNamespace(proc=proc))  # type: ignore[arg-type]
-        finally:
-            proc.kill()
-            proc.wait()
-    assert seen == {"pin": True, "stay": False}
+    procs = {how: subprocess.Popen([sys.executable, "-c", script, how], stdout=subprocess.PIPE, text=True)
+             for how in ("pin", "stay")}
+    try:
+        for p in procs.values():
+            assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        pinned, free = procs["pin"], procs["stay"]
 
+        def narrowed(child, processes=()) -> bool:
+            holder = SimpleNamespace(proc=child, _processes={child.pid, *processes})
+            holder._tasks = lambda: SubmissionProcess._tasks(holder)  # type: ignore[arg-type]
+            return SubmissionProcess.affinity_narrowed(holder)  # type: ignore[arg-type]
+
+        assert narrowed(pinned) and not narrowed(free)
+        assert narrowed(free, [pinned.pid])  # a pinned helper process from the baseline counts too
+    finally:
+        for p in procs.values():
+            p.kill()
+            p.wait()
 
 
 def test_scheduler_figures_cover_the_sandboxs_baseline_processes() -> None:
@@ -315,13 +322,17 @@ def test_scheduler_figures_cover_the_sandboxs_baseline_processes() -> None:
         for p in procs:
             assert p.stdout is not None and p.stdout.readline().strip() == "ready"
         child, helper = procs
-        holder = SimpleNamespace(proc=child, _processes={child.pid, helper.pid})
-        first = SubmissionProcess.thread_sched(holder)  # type: ignore[arg-type]
+        def sched(processes: set[int]) -> dict[int, tuple[int, int]]:
+            holder = SimpleNamespace(proc=child, _processes=processes)
+            holder._tasks = lambda: SubmissionProcess._tasks(holder)  # type: ignore[arg-type]
+            return SubmissionProcess.thread_sched(holder)  # type: ignore[arg-type]
+
+        first = sched({child.pid, helper.pid})
         assert {child.pid, helper.pid} <= set(first)
         time.sleep(0.2)
-        later = SubmissionProcess.thread_sched(holder)  # type: ignore[arg-type]
+        later = sched({child.pid, helper.pid})
         assert later[helper.pid][0] > first[helper.pid][0]  # the helper's CPU time, seen growing
-        alone = SubmissionProcess.thread_sched(SimpleNamespace(proc=child, _processes=set()))  # type: ignore[arg-type]
+        alone = sched(set())
         assert helper.pid not in alone and child.pid in alone
     finally:
         for p in procs:
