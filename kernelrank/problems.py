@@ -73,17 +73,33 @@ class DataContract(_Strict):
 
 class Budgets(_Strict):
     """Wall-clock budgets in seconds: ``compile`` bounds loading the submission (C++/CUDA builds
-    included); each mode bounds a whole evaluation in that mode after loading."""
+    included); each mode bounds a whole evaluation in that mode after loading.
+
+    Each call also has a deadline of its own, so a kernel that hangs is stopped within seconds,
+    naming its case: the submission's first call gets ``first_call`` (JIT compilation, autotuning
+    and ``torch.compile`` happen there); every later call ``max(call_floor, call_factor x the
+    reference's time for that input set)``, per call of a batch. The mode's budget stays the outer
+    bound."""
 
     compile: float = Field(default=300.0, gt=0)
     test: float = Field(default=120.0, gt=0)
     benchmark: float = Field(default=300.0, gt=0)
     leaderboard: float = Field(default=600.0, gt=0)
     profile: float = Field(default=300.0, gt=0)
+    first_call: float = Field(default=60.0, gt=0)
+    call_floor: float = Field(default=10.0, gt=0)
+    call_factor: float = Field(default=100.0, gt=1)
 
     def for_mode(self, mode: Mode) -> float:
         """Seconds of wall time an evaluation in ``mode`` may take after loading."""
         return float(getattr(self, mode))
+
+    def call_deadline(self, first: bool, reference_s: float, calls: int = 1) -> float:
+        """Seconds a request of ``calls`` calls may take (see the class), given the reference's
+        time for one call on the same inputs (``reference_s``, seconds, the judge's measure)."""
+        if first:
+            return self.first_call + max(0, calls - 1) * max(self.call_floor, self.call_factor * reference_s)
+        return calls * max(self.call_floor, self.call_factor * reference_s)
 
 
 class CaseTiming(_Strict):

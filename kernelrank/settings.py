@@ -38,7 +38,8 @@ class Settings(BaseSettings):
     #: How a runner isolates submitted code: ``auto`` (the strongest method this machine supports),
     #: ``setuid`` (needs root), ``userns`` or ``none``; see ``kernelrank.runner.isolation``.
     runner_isolation: Literal["auto", "setuid", "userns", "none"] = "auto"
-    #: A runner refuses leaderboard jobs when it cannot cut submitted code off the network, unless
+    #: A runner refuses leaderboard jobs when it cannot cut submitted code off the network or contain
+    #: it in a cgroup frozen outside its calls (runner/cgroups.py), unless
     #: its operator sets this (the result still records that the network was not isolated).
     runner_allow_unisolated_network: bool = False
     #: Fork each child from a zygote with torch already imported (saves about a second per run).

@@ -90,11 +90,10 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 class Worker:
-    """Serves the judge's requests: ``hello``, ``load``, ``call``, ``warmup``, ``stage``, ``go``,
-    ``fetch``, ``profile``, ``exit``. Every answer names the watched functions found replaced, if any
+    """Serves the judge's requests: ``hello``, ``load``, ``go``, ``profile``, ``exit``. Every answer names the watched functions found replaced, if any
     (``tampered``), and carries the fingerprint of the watched objects (``integrity``)."""
 
-    def __init__(self, channel: Any, device: str):
+    def __init__(self, channel: Any, device: str, slots_fd: int = -1):
         from kernelrank.runner.integrity import Integrity
         from kernelrank.runner.timing import WARMUP_MAX_CALLS, WARMUP_MIN_CALLS, WARMUP_SECONDS, make_timer
 
@@ -106,10 +105,12 @@ class Worker:
         self.warmup_max_calls = WARMUP_MAX_CALLS
         self.warmup_min_calls = WARMUP_MIN_CALLS
         self.previous = PreviousOutput()
-        self.staged: Any = None
-        self.staged_storages: list[tuple[str, int, int]] = []
-        self.held: Any = None
+        self.slots: Any = None
         self.calls = 0
+        if slots_fd >= 0:
+            from kernelrank.runner.slots import Mapping
+
+            self.slots = Mapping(slots_fd)
         self.integrity = Integrity(self.timer, self)
         self.integrity.record()
 
@@ -143,11 +144,14 @@ class Worker:
         import torch
 
         torch.ones(1 << 20).mul_(2)
+        # bytes 0..63 at a known address: the judge checks it can read this process's memory
+        # (outputs are then read in place, see slots.Mapping.put_output)
+        self.memory_probe = torch.arange(64, dtype=torch.uint8)
         # Everything imported so far (torch: ~10^5 objects) moves to the collector's permanent
         # generation, so a full collection that falls inside a timed call walks only what was made
         # since (such collections were seen as 20-50 ms outliers among 5 ms calls).
         gc.freeze()
-        return {"ok": True}
+        return {"ok": True, "memory_probe": self.memory_probe.data_ptr()}
 
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
         spec = importlib.util.spec_from_file_location("submission", os.path.abspath(SUBMISSION_FILE))
@@ -163,68 +167,33 @@ class Worker:
         self.kernel = kernel
         return {"ok": True}
 
-    def op_call(self, msg: dict[str, Any]) -> dict[str, Any]:
-        data = msg["data"]
-        out, _ = self.timer.time_call(self.kernel, data)
-        alias = _alias(out, _storages(data), self.previous, 1)
-        self.previous.track(out)
-        return {"ok": True, **self._snapshot(out), **({"alias": alias} if alias else {})}
-
-    def op_warmup(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Warm-up calls on one input set until both the minimum calls and seconds are reached;
-        answers the times and the first output."""
-        data = msg["data"]
+    def op_go(self, msg: dict[str, Any]) -> dict[str, Any]:
+        """``repeat`` calls back to back (default 1) on the input set the judge placed in the shared
+        slots (``inputs``: its layout, :class:`~kernelrank.runner.slots.Mapping`), each timed by the
+        device's timer; the last call's output is copied into the output slot. Answers the claimed
+        times (``times_ns``) and the output's description. Test calls, warm-up calls and timed
+        calls are all this one request: the child cannot tell them apart. The child keeps nothing
+        of any output (see :class:`PreviousOutput`), as ``torch.utils.benchmark.Timer``'s loop
+        keeps nothing."""
+        if self.slots is None:
+            return {"ok": False, "kind": "protocol", "message": "no shared slots"}
+        self.slots.held = None
+        data = self.slots.build(msg["inputs"], self.device)
         inputs = _storages(data)
         times: list[int] = []
-        first: dict[str, Any] | None = None
         alias: str | None = None
-        start = time.perf_counter()
-        while len(times) < self.warmup_min_calls or time.perf_counter() - start < self.warmup_seconds:
+        out: Any = None
+        for _ in range(max(1, int(msg.get("repeat", 1)))):
+            out = None
+            self.calls += 1
             out, ns = self.timer.time_call(self.kernel, data)
             times.append(ns)
-            alias = alias or _alias(out, inputs, self.previous, len(times))
+            alias = alias or _alias(out, inputs, self.previous, self.calls)
             self.previous.track(out)
-            if first is None:
-                first = self._snapshot(out)
-            del out
-            if len(times) >= min(int(msg.get("max_calls", self.warmup_max_calls)), self.warmup_max_calls):
-                break
-        return {"ok": True, "times_ns": times, **(first or {}), **({"alias": alias} if alias else {})}
-
-    def op_stage(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """Keep one input set for the timed calls that follow (``go``); drops any held output."""
-        self.held = None
-        self.staged = msg["data"]
-        self.staged_storages = _storages(self.staged)
-        self.calls = 0
-        return {"ok": True}
-
-    def op_go(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """``repeat`` timed calls back to back on the staged inputs (default 1); answers only
-        their claimed times (``times_ns``), so the judge's clock around this request holds the
-        calls and a small fixed overhead, no data. The last output is held for ``fetch`` (or
-        dropped by the next ``go``); the child keeps nothing else of any output (see
-        :class:`PreviousOutput`), as ``torch.utils.benchmark.Timer``'s loop keeps nothing."""
-        if self.staged is None:
-            return {"ok": False, "kind": "protocol", "message": "go before stage"}
-        self.held = None
-        times: list[int] = []
-        alias: str | None = None
-        for _ in range(max(1, int(msg.get("repeat", 1)))):
-            self.held = None
-            self.calls += 1
-            out, ns = self.timer.time_call(self.kernel, self.staged)
-            times.append(ns)
-            alias = alias or _alias(out, self.staged_storages, self.previous, self.calls)
-            self.previous.track(out)
-            self.held = out
-            del out
-        return {"ok": True, "times_ns": times, **({"alias": alias} if alias else {})}
-
-    def op_fetch(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """The output of the last ``go``, as a snapshot; releases it."""
-        out, self.held = self.held, None
-        return {"ok": True, **self._snapshot(out)}
+        reply = {"ok": True, "times_ns": times, **self.slots.put_output(out, bool(msg.get("direct"))),
+                 **({"alias": alias} if alias else {})}
+        del out, data
+        return reply
 
     def op_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
         """``torch.profiler`` over a few calls per input set, labelled per case; answers the table
@@ -362,6 +331,33 @@ def _alias(out: Any, inputs: list[tuple[str, int, int]], previous: PreviousOutpu
     return None
 
 
+def adapt_toolchain() -> None:
+    """Make the build tools kernel authors use work on the read-only view.
+
+    ``torch.utils.cpp_extension.load_inline(use_pch=False)`` (the default) deletes the precompiled
+    ``torch/extension.h`` header when it exists; the judge builds that header into site-packages
+    for ``use_pch=True`` submissions (:func:`~kernelrank.runner.isolation.prepare_precompiled_header`),
+    where the child may not delete it. A build without the header must not fail for that: the
+    removal is skipped when the folder is read-only (the header is then simply not used).
+    """
+    try:
+        import torch.utils.cpp_extension as ext
+    except ImportError:  # pragma: no cover - torch is a dependency
+        return
+    remove = getattr(ext, "remove_extension_h_precompiler_headers", None)
+    if remove is None or getattr(remove, "_kernelrank_tolerant", False):
+        return
+
+    def tolerant_remove(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return remove(*args, **kwargs)
+        except OSError:
+            return None
+
+    tolerant_remove._kernelrank_tolerant = True  # type: ignore[attr-defined]
+    ext.remove_extension_h_precompiler_headers = tolerant_remove
+
+
 def main(argv: list[str]) -> int:
     """Isolate this process as planned, connect the channel, serve until ``exit`` or the channel
     closes. A failed set-up exits with :data:`~kernelrank.runner.isolation.SETUP_FAILED`."""
@@ -374,11 +370,11 @@ def main(argv: list[str]) -> int:
             return SETUP_FAILED
         print(json.dumps(probe_report(plan)))
         return 0
-    fd, device, threads, plan = int(argv[1]), argv[2], int(argv[3]), Plan.from_json(argv[4])
-    return serve(fd, device, threads, plan)
+    fd, slots_fd, device, threads, plan = int(argv[1]), int(argv[2]), argv[3], int(argv[4]), Plan.from_json(argv[5])
+    return serve(fd, device, threads, plan, slots_fd)
 
 
-def serve(fd: int, device: str, threads: int, plan: Plan) -> int:
+def serve(fd: int, device: str, threads: int, plan: Plan, slots_fd: int = -1) -> int:
     """Isolate this process as planned, connect the channel on ``fd``, serve until ``exit`` or
     the channel closes; the process's exit status. Run by ``main`` in a fresh interpreter, or by
     :mod:`kernelrank.runner.zygote` in a process forked with torch already imported."""
@@ -397,7 +393,8 @@ def serve(fd: int, device: str, threads: int, plan: Plan) -> int:
 
     channel = Channel(sock)
     try:
-        Worker(channel, device).serve()
+        adapt_toolchain()
+        Worker(channel, device, slots_fd).serve()
     except ChannelClosed:
         return 0
     return 0

@@ -79,6 +79,8 @@ class Plan:
     hide: tuple[str, ...] = ()
     keep: tuple[str, ...] = ()
     limits: dict[str, int | None] = field(default_factory=dict)
+    #: ``cgroup.procs`` files of the job's groups (:mod:`~kernelrank.runner.cgroups`), joined first
+    cgroup_procs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -93,6 +95,7 @@ class Plan:
     def from_json(cls, text: str) -> "Plan":
         d = json.loads(text)
         d["hide"], d["keep"] = tuple(d["hide"]), tuple(d["keep"])
+        d["cgroup_procs"] = tuple(d.get("cgroup_procs", ()))
         return cls(**d)
 
 
@@ -100,7 +103,9 @@ class Plan:
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
-MS_RDONLY, MS_NOSUID, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4096, 16384, 1 << 18
+CLONE_NEWPID = 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 4096, 16384, 1 << 18
+PR_SET_PDEATHSIG = 1
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
 AT_FDCWD, AT_RECURSIVE = -100, 0x8000
 SYS_MOUNT_SETATTR = 442  # the same number on every architecture that has it
@@ -157,9 +162,10 @@ def _depth(path: str) -> int:
 
 
 def _build_view(plan: Plan) -> None:
-    """Private mount tree: hidden folders covered, needed ones bound back, private tmpfs, the
-    working folder writable, everything else read-only and nosuid."""
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
+    """Private mount tree: a fresh ``/proc`` of the child's PID namespace, hidden folders covered,
+    needed ones bound back, private tmpfs, the working folder writable, everything else read-only
+    and nosuid."""
+    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     keep = [p for p in dict.fromkeys((*plan.keep, plan.workdir)) if os.path.isdir(p)]
     fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep}
     private = [d for d in PRIVATE_DIRS if os.path.isdir(d) and not os.path.islink(d)]
@@ -205,22 +211,70 @@ def _drop_capabilities() -> None:
     _check(_libc().capset(ctypes.byref(header), ctypes.byref(data)), "capset")
 
 
+def join_cgroups(plan: Plan) -> None:
+    """Join the job's groups (``0``: this process): everything started later is a member.
+
+    Raises:
+        OSError: a group could not be joined (the child must not go on: it would be uncontained).
+    """
+    for procs in plan.cgroup_procs:
+        with open(procs, "w") as f:
+            f.write("0")
+
+
+def _become_pid_one() -> None:
+    """Fork after ``unshare(CLONE_NEWPID)``: the new process is PID 1 of the new namespace and
+    returns; this one stays outside as a shim that only waits for it and ends as it ended (exit
+    status, or the same signal), so the judge sees the child's end as before. The shim closes
+    every descriptor (the channel's end of file is then the child's), and PID 1 dies with it.
+    When PID 1 ends, the kernel kills every other process of the namespace."""
+    pid = os.fork()
+    if pid == 0:
+        _prctl(PR_SET_PDEATHSIG, 9, "parent death signal")
+        return
+    os.closerange(0, 1 << 16)
+    while True:
+        try:
+            _, status = os.waitpid(pid, 0)
+            break
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(SETUP_FAILED)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        import signal
+
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else SETUP_FAILED)
+
+
 def enter(plan: Plan) -> None:
     """Apply ``plan`` to this process (child side, single-threaded, before importing torch).
+
+    Order: join the job's cgroups (while still privileged), new namespaces (user for ``userns``;
+    mount, network and PID), fork into PID 1 of the new PID namespace (:func:`_become_pid_one`;
+    the caller continues as PID 1), the read-only view with a fresh ``/proc``, the sandbox user,
+    limits.
 
     Raises:
         OSError: a step failed; the caller must not go on to load the submission.
     """
     libc = _libc()
+    join_cgroups(plan)
     if plan.method == "userns":
         uid, gid = os.getuid(), os.getgid()
-        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET), "unshare user, mount and network namespaces")
+        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID),
+               "unshare user, mount, network and PID namespaces")
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
         Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
     elif plan.method == "setuid":
-        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET), "unshare mount and network namespaces")
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare mount, network and PID namespaces")
     if plan.method != "none":
+        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        _become_pid_one()
         _build_view(plan)
         if plan.method == "setuid":
             assert plan.uid is not None  # checked by Plan
@@ -235,12 +289,45 @@ def enter(plan: Plan) -> None:
     rlimits.apply(plan.limits)
 
 
+def inner_pid(pid: int, timeout: float = 5.0) -> int:
+    """The host pid of the process that runs the submission: PID 1 of the child's namespace, the
+    only child of the shim ``pid`` (:func:`_become_pid_one`); ``pid`` itself when the child has no
+    PID namespace of its own."""
+    import time
+
+    try:
+        own = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return pid
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        except OSError:
+            return pid
+        for k in kids:
+            try:
+                if os.readlink(f"/proc/{k}/ns/pid") != own:
+                    return int(k)
+            except OSError:
+                continue
+        if not kids:
+            try:  # not forked yet, or no namespace: the shim is the child itself
+                if os.readlink(f"/proc/{pid}/ns/pid_for_children") == own:
+                    return pid
+            except OSError:
+                return pid
+        time.sleep(0.001)
+    return pid
+
+
 def probe_report(plan: Plan) -> dict[str, Any]:
     """After :func:`enter`, what holds, seen from inside (the probe process prints this)."""
     import importlib.util
     import socket
 
-    report: dict[str, Any] = {"uid": os.getuid()}
+    report: dict[str, Any] = {"uid": os.getuid(), "pid_one": os.getpid() == 1,
+                              "processes_seen": sum(1 for d in os.listdir("/proc") if d.isdigit())}
     try:  # what the child needs stays readable: the standard library, torch, the runner
         import glob  # noqa: F401 - not loaded yet at this point
         import kernelrank.runner.timing  # noqa: F401
@@ -337,19 +424,21 @@ def hide_paths(workdir: Path, extra: tuple[Path, ...] = ()) -> tuple[str, ...]:
     return tuple(out)
 
 
-def make_plan(method: str, workdir: Path, limits: dict[str, int | None], hidden: tuple[Path, ...] = ()) -> Plan:
+def make_plan(method: str, workdir: Path, limits: dict[str, int | None], hidden: tuple[Path, ...] = (),
+              cgroup_procs: tuple[str, ...] = ()) -> Plan:
     """The plan for one child in ``workdir`` (judge side)."""
     if method == "none":
         # RLIMIT_NPROC counts every process of the user: without a user or user namespace of its
         # own the child would share the count with the whole account, so it is not set
-        return Plan("none", str(workdir), limits={k: v for k, v in limits.items() if k != "processes"})
+        return Plan("none", str(workdir), limits={k: v for k, v in limits.items() if k != "processes"},
+                    cgroup_procs=cgroup_procs)
     real = os.path.realpath(workdir)
     keep = keep_paths()
     if method == "setuid":  # the sandbox user must reach what it needs through closed folders too
         hidden = (*hidden, *(Path(c) for c in (_closed_ancestor(p) for p in (*keep, real)) if c is not None))
     hide = hide_paths(Path(real), hidden)
     return Plan(method, real, uid=sandbox_uid() if method == "setuid" else None, hide=hide, keep=keep,
-                limits=dict(limits))
+                limits=dict(limits), cgroup_procs=cgroup_procs)
 
 
 def _closed_ancestor(path: str) -> str | None:
@@ -399,6 +488,8 @@ def probe(method: str) -> tuple[bool, str]:
             report = json.loads(proc.stdout.decode().strip().splitlines()[-1])
         except (ValueError, IndexError):
             return False, "probe gave no report"
+        if not report.get("pid_one") or report.get("processes_seen", 99) > 1:
+            return False, "the probe was not alone in a PID namespace of its own"
         if not report.get("network_blocked"):
             return False, "the network was still reachable in the probe"
         if not report.get("outside_read_only"):
@@ -454,6 +545,7 @@ def measure(pid: int, plan: Plan) -> dict[str, Any]:
     return {
         "method": plan.method,
         "network": network,
+        "pid_namespace": link("pid", pid) not in (None, link("pid", "self")),
         "filesystem": filesystem,
         "user": "sandbox-uid" if uid is not None and uid != os.getuid() else "same-uid",
         "uid": uid,

@@ -19,7 +19,7 @@ from typing import Any
 
 #: Bumped whenever how timings or overheads are measured changes: figures measured by another
 #: version of the harness are not reused.
-HARNESS_VERSION = 5
+HARNESS_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -28,16 +28,12 @@ class ReferenceTiming:
     submissions (:func:`kernelrank.runner.harness.judged_times`).
 
     ``mean_ns``: mean claimed time per call. ``overhead_ns``: the 10th percentile over its timed
-    calls of the judge's window less the claim. ``outside_cpu_ns``: median over its timed calls of the CPU time
-    its process used between the end of one call's window and the start of the next (taking the
-    next inputs in, handing the output over), shown next to submissions' for comparison.
-    ``main_overhead_ns``: median over its timed calls of the CPU time the child's main thread
+    calls of the judge's window less the claim. ``main_overhead_ns``: median over its timed calls of the CPU time the child's main thread
     used during the window less the claim.
     """
 
     mean_ns: float
     overhead_ns: float
-    outside_cpu_ns: float = 0.0
     main_overhead_ns: float = 0.0
 
 

@@ -28,7 +28,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from kernelrank.runner import isolation
+from kernelrank.runner import cgroups, isolation, slots
+from kernelrank.runner import limits as rlimits
 from kernelrank.runner.wire import Channel, ChannelClosed, ChannelTimeout, WireError
 
 #: Variables passed through from the judge's environment when set; everything else is dropped.
@@ -37,6 +38,10 @@ ENV_ALLOWLIST = (
     "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
     "VIRTUAL_ENV",
 )
+#: The child's user name (``USER``, ``LOGNAME``): libraries that name caches after the user
+#: (``getpass.getuser()``, e.g. torch inductor's) fail for a uid with no account.
+SANDBOX_USER = "kernelrank-sandbox"
+_group_seq = 0
 
 
 def tasks_created() -> int:
@@ -128,6 +133,9 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
         "TMPDIR": str(workdir / "tmp"),
         "TORCH_EXTENSIONS_DIR": str(workdir / "build"),
         "TRITON_CACHE_DIR": str(workdir / "triton-cache"),
+        "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor-cache"),
+        "USER": SANDBOX_USER,
+        "LOGNAME": SANDBOX_USER,
         "OMP_NUM_THREADS": n,
         "MKL_NUM_THREADS": n,
         "OPENBLAS_NUM_THREADS": n,
@@ -157,12 +165,18 @@ class SubmissionProcess:
         hidden: extra folders covered in the child's view (e.g. the service's data folder).
         zygote: a running :class:`~kernelrank.runner.zygote.Zygote` for this device and thread
             count: the child is forked from it (torch already imported) instead of started cold.
+        contain: put the child and everything it starts in a cgroup of its own
+            (:mod:`~kernelrank.runner.cgroups`), frozen outside requests, where the host allows;
+            ``containment`` says what was used (``"none"`` where nothing could be).
+
+    Between requests the child is frozen (when contained): :meth:`request` thaws it, sends, waits
+    for the answer, and freezes it again; ``span_ns`` is that whole window on the judge's clock.
     """
 
     def __init__(self, source: str, device: str, threads: int, scratch_dir: Path | None = None,
                  log_limit: int = 64 * 1024, max_message_bytes: int = 1 << 32, method: str = "none",
                  limits: dict[str, int | None] | None = None, hidden: tuple[Path, ...] = (),
-                 zygote: Any = None):
+                 zygote: Any = None, contain: bool = True):
         if scratch_dir is not None:
             scratch_dir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="kr-job-", dir=scratch_dir))
@@ -170,11 +184,22 @@ class SubmissionProcess:
         self.device = device
         (self.workdir / "tmp").mkdir()
         (self.workdir / "submission.py").write_text(source, encoding="utf-8")
-        self.plan = isolation.make_plan(method, self.workdir, limits or {"core_bytes": 0}, hidden)
+        limits = limits or {"core_bytes": 0}
+        self.group: cgroups.JobGroup | None = None
+        if contain:
+            global _group_seq
+            _group_seq += 1
+            memory = limits.get("address_space_bytes") or max(4 << 30, rlimits._ram_bytes() // 2)
+            self.group = cgroups.make_group(f"job-{os.getpid()}-{_group_seq}", pids_max=limits.get("processes"),
+                                            memory_bytes=memory)
+        self.containment = self.group.layout.name if self.group is not None else "none"
+        self.plan = isolation.make_plan(method, self.workdir, limits, hidden,
+                                        cgroup_procs=self.group.procs_files() if self.group else ())
         if self.plan.uid is not None:
             for path in (self.workdir, self.workdir / "tmp"):
                 os.chown(path, self.plan.uid, self.plan.uid)
             ProcessWatch(-1, self.plan.uid).kill_all()  # leftovers of a dead judge that had this pid
+        self.arena = slots.Arena()
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.max_message_bytes = max_message_bytes
         self.channel = Channel(parent_sock, max_message_bytes=max_message_bytes)
@@ -186,16 +211,16 @@ class SubmissionProcess:
                 err_r, err_w = os.pipe()
                 try:
                     self.proc: Any = zygote.spawn(str(self.workdir), env, device, threads, self.plan.to_json(),
-                                                  child_sock.fileno(), out_w, err_w)
+                                                  child_sock.fileno(), out_w, err_w, self.arena.fd)
                 finally:
                     os.close(out_w)
                     os.close(err_w)
                 stdout, stderr = os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb")
             else:
                 self.proc = subprocess.Popen(
-                    isolation.child_command(self.plan, str(child_sock.fileno()), device, str(threads)),
+                    isolation.child_command(self.plan, str(child_sock.fileno()), str(self.arena.fd), device, str(threads)),
                     cwd=self.workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE, pass_fds=(child_sock.fileno(),), start_new_session=True,
+                    stderr=subprocess.PIPE, pass_fds=(child_sock.fileno(), self.arena.fd), start_new_session=True,
                 )
                 assert self.proc.stdout is not None and self.proc.stderr is not None  # created by PIPE above
                 stdout, stderr = self.proc.stdout, self.proc.stderr
@@ -207,9 +232,12 @@ class SubmissionProcess:
         self.span_ns = 0
         self.watch = ProcessWatch(self.proc.pid, self.plan.uid)
         self.isolation: dict[str, Any] = {"method": method}
-        self._threads: set[int] = set()
+        #: host pid of the process running the submission (PID 1 of its namespace; see :meth:`start`)
+        self.pid = self.proc.pid
+        #: the child's ``/proc/<pid>/mem`` (outputs read in place while frozen), or ``None``
+        self.mem_fd: int | None = None
         self._processes: set[int] = set()
-        self.own_threads: set[int] = set()
+        self._frozen = False
         #: the child's integrity fingerprint in its ``hello`` answer (:meth:`start`)
         self.integrity: Any = None
 
@@ -228,33 +256,21 @@ class SubmissionProcess:
             raise
         # the tripwire's fingerprint before any submitted code ran (runner/integrity.py)
         self.integrity = hello.get("integrity")
-        self.watch = ProcessWatch(self.proc.pid, self.plan.uid)  # now in its network namespace
-        # the child's own threads before any submitted code ran: its main thread and torch's
-        # intra-op pool (started by ``hello``)
-        self.own_threads = thread_ids(self.proc.pid)
-        self.isolation = isolation.measure(self.proc.pid, self.plan)
-        self.isolation["cleanup"] = ("by sandbox uid" if self.plan.uid is not None
-                                     else "by process group, session and descent")
+        self.pid = isolation.inner_pid(self.proc.pid)
+        self.mem_fd = _open_memory(self.pid, hello.get("memory_probe"))
+        self.watch = ProcessWatch(self.pid, self.plan.uid)  # now in its network namespace
+        self.isolation = isolation.measure(self.pid, self.plan)
+        self.isolation["containment"] = self.containment
+        if self.group is not None:
+            self.isolation["cgroup_limits"] = dict(self.group.limits)
+        self.isolation["cleanup"] = ("by cgroup" if self.group is not None else "by sandbox uid"
+                                     if self.plan.uid is not None else "by process group, session and descent")
         return self.isolation
 
     def set_baseline(self) -> None:
-        """Remember the child's threads and the sandbox's other processes as they are now."""
-        self._threads = thread_ids(self.proc.pid)
+        """Remember the sandbox's processes as they are now (uncontained children: their CPU
+        accounting covers processes the submission started at import)."""
         self._processes = self.watch.members()
-
-    def strays(self) -> str | None:
-        """Threads of the child and other processes of the sandbox running now that did not at
-        :meth:`set_baseline`, as a message; ``None`` when there are none."""
-        threads = thread_ids(self.proc.pid) - self._threads
-        processes = self.watch.members() - self._processes
-        parts = []
-        if threads:
-            parts.append(f"{len(threads)} new thread{'s' if len(threads) > 1 else ''}")
-        if processes:
-            parts.append(f"{len(processes)} new process{'es' if len(processes) > 1 else ''}")
-        if not parts:
-            return None
-        return " and ".join(parts) + " still running after the call returned (all work must end inside the call)"
 
     def thread_cpu_ns(self) -> dict[int, int]:
         """CPU time (ns) used so far by each thread of the child (and of the sandbox's processes
@@ -292,9 +308,12 @@ class SubmissionProcess:
         return False
 
     def _tasks(self) -> list[tuple[int, int]]:
-        """``(pid, tid)`` of every thread of the child and of the sandbox's baseline processes."""
+        """``(pid, tid)`` of every thread of the job: its cgroup's members when contained, else the
+        child and the sandbox's baseline processes."""
+        if self.group is not None:
+            return self.group.tasks()
         found = []
-        for pid in {self.proc.pid} | self._processes:
+        for pid in {self.pid} | self._processes:
             try:
                 found.extend((pid, int(tid)) for tid in os.listdir(f"/proc/{pid}/task"))
             except (OSError, ValueError):
@@ -305,15 +324,21 @@ class SubmissionProcess:
         """Send one request and wait for its answer until ``deadline`` (``time.monotonic()``),
         accepting at most ``max_bytes`` bytes of answer (default and cap: ``max_message_bytes``).
 
-        Afterwards, on the judge's clock: ``span_ns`` from the moment the encoded request started to
-        go out to the first bytes of the answer (the request's transfer and the child's whole work
-        on it).
+        Afterwards, on the judge's clock: ``span_ns``, the *window*: for a contained child from just
+        before it is thawed to the moment it is frozen again after answering (it can run at no
+        other time); otherwise from the moment the encoded request started to go out to the first
+        bytes of the answer.
         """
         self.channel.max_message_bytes = min(max_bytes or self.max_message_bytes, self.max_message_bytes)
         try:
+            opened = time.perf_counter_ns()
+            self._thaw()
             self.channel.send(message, deadline)
             reply = self.channel.recv(deadline=deadline)
-            self.span_ns = self.channel.first_byte_ns - self.channel.send_start_ns
+            if self._freeze():
+                self.span_ns = time.perf_counter_ns() - opened
+            else:
+                self.span_ns = self.channel.first_byte_ns - self.channel.send_start_ns
         except ChannelTimeout:
             self.kill()
             raise ChildTimeout("no answer before the time budget ran out") from None
@@ -326,6 +351,23 @@ class SubmissionProcess:
             self.kill()
             raise ProtocolViolation("the child's answer is not a well-formed reply")
         return reply
+
+    def _thaw(self) -> None:
+        if self.group is not None and self._frozen:
+            self.group.thaw()
+            self._frozen = False
+
+    def _freeze(self) -> bool:
+        """Freeze the job's group; whether it is frozen now (``False``: not contained)."""
+        if self.group is None:
+            return False
+        try:
+            self.group.freeze()
+        except cgroups.CgroupError as e:
+            self.kill()
+            raise ProtocolViolation(f"the submission's processes could not be stopped after the call: {e}") from None
+        self._frozen = True
+        return True
 
     def _died(self) -> ChildDied:
         try:
@@ -343,7 +385,11 @@ class SubmissionProcess:
         return ChildDied(f"the process running the submission {what}", code)
 
     def kill(self) -> None:
-        """SIGKILL the child's process group, then every other process of its sandbox."""
+        """SIGKILL every process of the job's cgroup (when contained), the child's process group,
+        then every other process of its sandbox."""
+        if self.group is not None:
+            self.group.kill()
+            self._frozen = False
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -381,14 +427,39 @@ class SubmissionProcess:
         self.closed = True
         if graceful and self.proc.poll() is None:
             try:
+                self._thaw()
                 self.channel.send({"op": "exit"}, time.monotonic() + 2)
                 self.channel.recv(deadline=time.monotonic() + 2)
             except Exception:  # noqa: BLE001 - any failure here ends in the kill below
                 pass
         self.kill()
+        if self.group is not None:
+            self.group.remove()
         self.channel.close()
+        self.arena.close()
+        if self.mem_fd is not None:
+            os.close(self.mem_fd)
+            self.mem_fd = None
         os.close(self._dir_fd)
         remove_tree(self.workdir)
+
+
+def _open_memory(pid: int, probe: Any) -> int | None:
+    """``/proc/<pid>/mem`` opened for reading, if it reads the 64 known bytes (0, 1, ..., 63) at
+    the child's ``probe`` address; ``None`` where this judge may not read the child's memory."""
+    if type(probe) is not int or probe <= 0:
+        return None
+    try:
+        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if os.pread(fd, 64, probe) == bytes(range(64)):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
 
 
 def thread_ids(pid: int) -> set[int]:

@@ -198,6 +198,8 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
                               isolation=settings.runner_isolation,
                               require_network_isolation=(job["mode"] == "leaderboard"
                                                          and not settings.runner_allow_unisolated_network),
+                              require_containment=(job["mode"] == "leaderboard"
+                                                   and not settings.runner_allow_unisolated_network),
                               hidden_paths=(settings.data_dir.resolve(),),
                               zygote=_warm_zygote(device_class(job["device"]), settings))
         result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options)

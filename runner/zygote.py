@@ -117,8 +117,9 @@ class Zygote:
         return self._alive and self.proc.poll() is None and (device, threads) == (self.device, self.threads)
 
     def spawn(self, cwd: str, env: dict[str, str], device: str, threads: int, plan_json: str,
-              channel_fd: int, stdout_fd: int, stderr_fd: int) -> ZygoteProcess:
-        """Fork a child that serves on ``channel_fd`` after isolating itself with the plan.
+              channel_fd: int, stdout_fd: int, stderr_fd: int, slots_fd: int) -> ZygoteProcess:
+        """Fork a child that serves on ``channel_fd`` after isolating itself with the plan, with
+        the shared slots' memory file ``slots_fd`` (:mod:`~kernelrank.runner.slots`).
 
         Raises:
             ZygoteError: the zygote is gone or did not answer in time.
@@ -130,7 +131,7 @@ class Zygote:
             with self._cond:
                 known = len(self._spawned)
             try:
-                socket.send_fds(self._sock, [request.encode()], [channel_fd, stdout_fd, stderr_fd])
+                socket.send_fds(self._sock, [request.encode()], [channel_fd, stdout_fd, stderr_fd, slots_fd])
             except OSError as e:
                 raise ZygoteError(f"the zygote is gone: {e}") from None
             with self._cond:
@@ -201,21 +202,24 @@ def _child(ctl: socket.socket, request: dict[str, Any], fds: list[int]) -> int:
     ctl.close()
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     os.setsid()
-    channel, out, err = fds
+    channel, out, err, slots = fds
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.dup2(out, 1)
     os.dup2(err, 2)
     for fd in (devnull, out, err):
         os.close(fd)
-    os.closerange(3, channel)
-    os.closerange(channel + 1, 1 << 16)
+    low, high = sorted((channel, slots))
+    os.closerange(3, low)
+    os.closerange(low + 1, high)
+    os.closerange(high + 1, 1 << 16)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update({str(k): str(v) for k, v in request["env"].items()})
     sys.stdout = os.fdopen(1, "w", buffering=1)
     sys.stderr = os.fdopen(2, "w", buffering=1)
-    return child.serve(channel, str(request["device"]), int(request["threads"]), Plan.from_json(request["plan"]))
+    return child.serve(channel, str(request["device"]), int(request["threads"]), Plan.from_json(request["plan"]),
+                       slots)
 
 
 def main(argv: list[str]) -> int:
@@ -244,12 +248,12 @@ def main(argv: list[str]) -> int:
         if not ready:
             continue
         try:
-            data, fds, _, _ = socket.recv_fds(ctl, _REQUEST_BYTES, 3)
+            data, fds, _, _ = socket.recv_fds(ctl, _REQUEST_BYTES, 4)
         except OSError:
             return 0
         if not data:
             return 0  # the judge is gone
-        if len(fds) != 3:
+        if len(fds) != 4:
             for fd in fds:
                 os.close(fd)
             continue

@@ -62,7 +62,7 @@ def _meta(path: Path) -> dict[str, str]:
     meta = {}
     for line in doc.splitlines():
         key, sep, value = line.strip().partition(":")
-        if sep and key in ("Class", "Expected", "Message", "Timing", "Known gap") and key not in meta:
+        if sep and key in ("Class", "Expected", "Message", "Timing", "Known gap", "Max speedup") and key not in meta:
             meta[key] = value.strip()
     return meta
 
@@ -83,7 +83,9 @@ def test_corpus_size_and_shape() -> None:
         meta = _meta(path)
         assert meta.get("Class"), f"{path}: no 'Class:' line in the docstring"
         expected = set(meta.get("Expected", "").split("|"))
-        assert expected and expected <= VERDICTS, f"{path}: bad 'Expected:' line {meta.get('Expected')!r}"
+        assert expected and expected <= VERDICTS | {"passed"}, f"{path}: bad 'Expected:' line {meta.get('Expected')!r}"
+        assert "passed" not in expected or float(meta.get("Max speedup", "0")) > 0, \
+            f"{path}: an attack expected to pass must bound its speedup ('Max speedup:')"
     classes = {_meta(p)["Class"] for p in ATTACKS}
     assert len(classes) >= 20, "attacks must be distinct"
 
@@ -241,6 +243,19 @@ class _Canaries:
         (self.judge_dir / ".env").write_text(f"KERNELRANK_SECRET_SEED={self.secret_seed}\n"
                                              f"KERNELRANK_DATABASE_URL={self.db_url}\n", encoding="utf-8")
         self.listener = _Listener()
+        # another evaluation's kernel on the same machine, named on a running process's command
+        # line (a system folder, not hidden from the child's view): a child in its own PID
+        # namespace cannot see the process, so it cannot find the file
+        self.decoy_text = f"decoy-kernel-{secrets.token_hex(8)}"
+        self.decoy = None
+        self.decoy_dir = Path("/srv") / f"kernelrank-decoy-{secrets.token_hex(4)}"
+        try:
+            self.decoy_dir.mkdir(parents=True)
+            (self.decoy_dir / "submission.py").write_text(f"# {self.decoy_text}\n", encoding="utf-8")
+            self.decoy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)",
+                                           str(self.decoy_dir / "submission.py")])
+        except OSError:
+            self.decoy_dir = None  # type: ignore[assignment]
         self.pwned_before = set(Path("/tmp").glob(PWNED_GLOB))
         self.before = self._state()
 
@@ -260,6 +275,11 @@ class _Canaries:
         """Everything that changed or leaked; removes the ``/tmp`` files an attack managed to write."""
         self.listener.close()
         found = []
+        if self.decoy is not None:
+            self.decoy.kill()
+            self.decoy.wait()
+        if self.decoy_dir is not None:
+            shutil.rmtree(self.decoy_dir, ignore_errors=True)
         pwned = set(Path("/tmp").glob(PWNED_GLOB)) - self.pwned_before
         for p in pwned:
             if p.is_dir() and not p.is_symlink():
@@ -276,6 +296,8 @@ class _Canaries:
             found.append(f"{len(self.listener.connections)} connection(s) reached the broker canary: "
                          f"{self.listener.connections[:3]}")
         text = json.dumps(results, default=str)
+        if self.decoy_text in text:
+            found.append("another evaluation's kernel (a decoy named on a process's command line) appears in the result")
         for name, value in (("secret seed", str(self.secret_seed)), ("database password", self.db_password),
                             ("API token", self.api_token)):
             if value in text:
@@ -290,6 +312,12 @@ def _verdict_problems(meta: dict[str, str], attack: dict | None, correct: dict |
         found.append("no result for the attack")
     elif "judge_crashed" in attack:
         found.append(f"the harness raised instead of giving a verdict: {attack['judge_crashed'][-1500:]}")
+    elif attack["status"] == "passed" and "passed" in expected:
+        # measured at its real cost: it may pass, but gains nothing over doing the work in the call
+        bound = float(meta["Max speedup"])
+        if attack.get("speedup") is None or attack["speedup"] > bound:
+            found.append(f"the attack passed with speedup {attack.get('speedup')} over the reference, beyond the "
+                         f"{bound}x an honest kernel doing the same work reaches: {attack['message'][:500]}")
     elif attack["status"] == "passed":
         found.append(f"the attack PASSED with a ranked score of {attack.get('score_ns')} ns: {attack['message'][:500]}")
     else:

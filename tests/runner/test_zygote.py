@@ -52,7 +52,8 @@ def test_warm_children_pass_and_are_isolated_like_cold_ones(double, options, war
 
 
 def test_each_evaluation_gets_a_fresh_process(double, warm) -> None:
-    src = "import os\nprint('pid', os.getpid())\ndef custom_kernel(data):\n    return data[0] * 2\n"
+    # PID 1 of a fresh PID namespace each time: the namespace tells the processes apart
+    src = "import os\nprint('pidns', os.readlink('/proc/self/ns/pid'))\ndef custom_kernel(data):\n    return data[0] * 2\n"
     pids = {evaluate(double.spec(), src, "test", "cpu", warm).logs["stdout"] for _ in range(2)}
     assert len(pids) == 2, pids
 

@@ -4,7 +4,7 @@ Class: writing outside the working folder
 Expected: error
 
 With the judge's permissions the submission can plant persistence and forge results. On loading it
-tries to create ``/tmp/kernelrank-pwned-<pid>``; ``~/.bashrc.d/kernelrank-pwned.sh`` in the judge's
+tries to create ``~/.bashrc.d/kernelrank-pwned.sh`` in the judge's
 home (taken from ``/proc/<parent>/environ``; many ``~/.bashrc`` files source that folder, so this
 stands for editing ``~/.bashrc`` itself); a forged message in the filesystem broker's folder under
 the judge's working folder (``/proc/<parent>/cwd/.kernelrank/broker``), where a "result recorded"
@@ -48,7 +48,9 @@ def _try_write(path, text, written, refused, mode="x"):
 
 def _attack():
     written, refused = [], []
-    _try_write(Path("/tmp") / f"kernelrank-pwned-{os.getpid()}", _MARK, written, refused)
+    # /tmp is not a target: each child has a private tmpfs there (README, Isolation), so a file
+    # written there is the child's own; what matters is the shared /tmp seen by the judge, which
+    # test_attacks checks from outside
     home, judge_cwd = _judge()
     if home:
         _try_write(Path(home) / ".bashrc.d" / "kernelrank-pwned.sh", "echo " + _MARK, written, refused)
