@@ -181,6 +181,20 @@ class JobGroup:
             return set()
         return {int(x) for x in text.split()}
 
+    def live_pids(self) -> set[int]:
+        """Members that are not zombies (a zombie runs nothing; its parent, possibly the host's
+        init, reaps it in its own time)."""
+        live = set()
+        for pid in self.pids():
+            try:
+                with open(f"/proc/{pid}/stat", "rb") as f:
+                    raw = f.read()
+            except OSError:
+                continue
+            if raw[raw.rfind(b")") + 2:][:1] != b"Z":
+                live.add(pid)
+        return live
+
     def tasks(self) -> list[tuple[int, int]]:
         """``(pid, tid)`` of every thread of every process in the group."""
         found = []
@@ -248,7 +262,7 @@ class JobGroup:
         end = time.monotonic() + timeout
         v2_kill = self.freezer_dir / "cgroup.kill"
         while True:
-            members = self.pids()
+            members = self.live_pids()
             if not members:
                 return 0
             if self.freezer_kind == "v2" and v2_kill.exists():
@@ -271,13 +285,14 @@ class JobGroup:
             except CgroupError:
                 pass
             if time.monotonic() > end:
-                return len(self.pids())
+                return len(self.live_pids())
             time.sleep(0.005)
 
     def remove(self) -> None:
-        """Remove the group's folders (after :meth:`kill`; folders still holding tasks stay)."""
+        """Remove the group's folders (after :meth:`kill`; a folder still holding a task, e.g. a
+        zombie no one reaps, stays)."""
         for d in reversed(self.dirs):
-            for _ in range(100):
+            for _ in range(20):
                 try:
                     d.rmdir()
                     break

@@ -1,0 +1,82 @@
+"""Per-call deadlines (issue 12, point 3): a kernel that hangs is stopped within seconds of its
+call's deadline and the verdict names the case; the mode's budget stays the outer bound; a slow
+but honest kernel still finishes."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelrank.problems import Budgets, load_problem
+from kernelrank.runner.harness import evaluate
+from tests.conftest import FIXTURES
+
+HANG_ON_SECOND_CALL = """
+import torch
+_calls = [0]
+def custom_kernel(data):
+    _calls[0] += 1
+    if _calls[0] >= 2:
+        while True:
+            pass
+    return data[0] * 2
+"""
+
+HANG_ON_FIRST_CALL = """
+def custom_kernel(data):
+    while True:
+        pass
+"""
+
+SLOW_BUT_HONEST = """
+import time
+def custom_kernel(data):
+    time.sleep(0.05)
+    return data[0] * 2
+"""
+
+
+@pytest.fixture
+def short_calls(tmp_path: Path):
+    """The ``double`` problem with a long mode budget and short per-call deadlines."""
+    problems, kernels = tmp_path / "problems", tmp_path / "reference_kernels"
+    shutil.copytree(FIXTURES / "problems" / "double", problems / "double")
+    shutil.copytree(FIXTURES / "reference_kernels" / "double", kernels / "double")
+    path = problems / "double" / "problem.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["budgets"] = {"compile": 60, "test": 120, "benchmark": 120, "leaderboard": 120, "profile": 60,
+                       "first_call": 4, "call_floor": 2, "call_factor": 100}
+    path.write_text(yaml.safe_dump(data))
+    return load_problem("double", problems, kernels)
+
+
+def test_call_deadline_rule() -> None:
+    b = Budgets(first_call=60, call_floor=10, call_factor=100)
+    assert b.call_deadline(True, 0.001) == 60
+    assert b.call_deadline(False, 0.001) == 10            # the floor
+    assert b.call_deadline(False, 0.5) == 50              # 100x the reference
+    assert b.call_deadline(False, 0.5, calls=4) == 200    # per call of a batch
+    with pytest.raises(ValueError):
+        Budgets(call_factor=1)
+
+
+@pytest.mark.parametrize("source, case, which", [(HANG_ON_SECOND_CALL, "test case 1", "calls after the first"),
+                                                 (HANG_ON_FIRST_CALL, "test case 0", "first call")])
+def test_a_hang_is_a_verdict_within_seconds_naming_its_case(short_calls, options, source, case, which) -> None:
+    started = time.monotonic()
+    r = evaluate(short_calls.spec(), source, "test", "cpu", options)
+    took = time.monotonic() - started
+    assert r.status.value == "timeout", r.message
+    assert case in r.message and which in r.message and "deadline" in r.message, r.message
+    assert took < 30, f"{took:.1f} s: the mode's 120 s budget, not the call's deadline, ended it"
+
+
+def test_a_slow_but_honest_kernel_is_timed(short_calls, options) -> None:
+    """50 ms per call, thousands of times the reference: within the floor, so it finishes."""
+    r = evaluate(short_calls.spec(), SLOW_BUT_HONEST, "benchmark", "cpu", options)
+    assert r.status.value == "passed", r.message
+    assert all(c.timing and c.timing["mean_ns"] >= 50e6 for c in r.cases if c.kind == "benchmark")

@@ -1,0 +1,104 @@
+"""The sandbox has the toolchain kernel authors use (issue 12, point 2): ``load_inline`` with and
+without a precompiled header in any order on one runner, ``torch.compile`` (inductor on the CPU),
+Triton's interpreter (its JIT needs a GPU: see the runner's self-test)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernelrank.problems import load_problem
+from kernelrank.runner.harness import evaluate
+from tests.conftest import FIXTURES
+
+
+@pytest.fixture
+def roomy(tmp_path: Path):
+    """The ``double`` problem with budgets for builds and compilation on a busy 2-core machine."""
+    problems, kernels = tmp_path / "problems", tmp_path / "reference_kernels"
+    shutil.copytree(FIXTURES / "problems" / "double", problems / "double")
+    shutil.copytree(FIXTURES / "reference_kernels" / "double", kernels / "double")
+    path = problems / "double" / "problem.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["budgets"] = {"compile": 600, "test": 600, "benchmark": 600, "leaderboard": 600, "profile": 600}
+    path.write_text(yaml.safe_dump(data))
+    return load_problem("double", problems, kernels)
+
+CPP = '''
+import torch
+from torch.utils.cpp_extension import load_inline
+
+_mod = load_inline(
+    name="double_{tag}",
+    cpp_sources="torch::Tensor twice(torch::Tensor x) {{ return x * 2; }}",
+    functions=["twice"],
+    use_pch={pch},
+    verbose=False,
+)
+
+
+def custom_kernel(data):
+    return _mod.twice(data[0])
+'''
+
+COMPILED = '''
+import torch
+
+
+@torch.compile
+def _twice(x):
+    return x * 2
+
+
+def custom_kernel(data):
+    return _twice(data[0])
+'''
+
+TRITON = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _twice(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+def custom_kernel(data):
+    (x,) = data
+    y = torch.empty_like(x)
+    _twice[(triton.cdiv(x.numel(), 256),)](x, y, x.numel(), BLOCK=256)
+    return y
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_load_inline_with_and_without_pch_in_any_order(roomy, options) -> None:
+    """``use_pch=False`` (torch's default) deletes the precompiled header when it exists; after a
+    ``use_pch=True`` job built it into the read-only site-packages, that must not fail the build."""
+    for i, pch in enumerate((False, True, False)):
+        r = evaluate(roomy.spec(), CPP.format(tag=f"{i}_{pch}".lower(), pch=pch), "test", "cpu", options)
+        assert r.status.value == "passed", f"use_pch={pch} (build {i + 1} of 3): {r.message}\n{r.logs}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_torch_compile_works_in_the_sandbox(roomy, options) -> None:
+    """Inductor names its cache after the user (``getpass.getuser()``) and keeps worker threads
+    between calls: neither may fail or reject an honest kernel."""
+    for mode in ("test", "benchmark"):
+        r = evaluate(roomy.spec(), COMPILED, mode, "cpu", options)
+        assert r.status.value == "passed", f"{mode}: {r.message}\n{r.logs['stderr'][-3000:]}"
+
+
+@pytest.mark.timeout(300)
+def test_triton_interpreter_works_in_the_sandbox(double, options) -> None:
+    r = evaluate(double.spec(), TRITON, "test", "cpu", options)
+    assert r.status.value == "passed", f"{r.message}\n{r.logs['stderr'][-3000:]}"
