@@ -16,6 +16,7 @@ reference runs ``get_inputs()`` under that seed on the run's device, and ``Model
 from __future__ import annotations
 
 import ast
+import inspect
 import re
 from pathlib import Path
 from typing import Any
@@ -253,7 +254,7 @@ def import_kernelbench(file: Path, name: str, *, cpu_input_bytes: int = CPU_INPU
     report.assumed.append(f"timing per benchmark case: {CASE_TIMING} (seconds, as the built-in problems)")
     report.assumed.append("flops and bytes unknown: no TFLOP/s or GB/s are shown")
 
-    doc = (namespace["Model"].__doc__ or "").strip()
+    doc = inspect.cleandoc(namespace["Model"].__doc__ or "")
     description = (f"{doc}\n\n*Imported from the KernelBench problem `{file.name}`.* "
                    "A submission defines `custom_kernel(data)`, or `ModelNew` (an `nn.Module` built with "
                    "`get_init_inputs()` under the same seed as `Model`, called on the inputs), as in KernelBench.\n\n"
