@@ -152,6 +152,9 @@ class SubmissionPublic(_UtcTimes):
     disqualified: bool = False
     needs_review: bool = False
     review_reason: str | None = None
+    guard: dict[str, Any] | None = Field(default=None, description=(
+        "Admins only: the static hack detector kernelguard's advisory scan (classification, matched patterns); "
+        "it never changes the verdict. Absent until the verdict is recorded."))
     disqualified_reason: str | None = Field(default=None, description="For the author and admins only.")
     runs: list[RunPublic]
     code: str | None

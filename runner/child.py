@@ -154,6 +154,9 @@ class Worker:
         return {"ok": True, "memory_probe": self.memory_probe.data_ptr()}
 
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
+        # [issue 17, imported problems] modules the problem's reference ships for submissions
+        # (GPU MODE's ``task``/``utils``), installed from their source text before the submission runs.
+        _install_modules(msg.get("modules") or {})
         spec = importlib.util.spec_from_file_location("submission", os.path.abspath(SUBMISSION_FILE))
         if spec is None or spec.loader is None:
             raise ImportError(f"cannot import {SUBMISSION_FILE}")
@@ -161,6 +164,9 @@ class Worker:
         sys.modules["submission"] = module
         spec.loader.exec_module(module)
         kernel = getattr(module, "custom_kernel", None)
+        if not callable(kernel) and msg.get("adapter"):
+            # [issue 17] the problem's own convention (KernelBench's ``ModelNew``) made into custom_kernel
+            kernel = _adapt(module, str(msg["adapter"]))
         if not callable(kernel):
             return {"ok": False, "kind": "compile_error",
                     "message": "the submission defines no callable custom_kernel(data)"}
@@ -241,6 +247,28 @@ class Worker:
         if type(out) is not torch.Tensor:  # noqa: E721
             return {"out": None, "out_type": f"{type(out).__module__}.{type(out).__qualname__}", "out_device": None}
         return {"out": out.detach().to("cpu", copy=True), "out_type": "torch.Tensor", "out_device": str(out.device)}
+
+
+def _install_modules(modules: dict[str, str]) -> None:
+    """[issue 17] Execute each ``name: source`` as a fresh module registered under ``name`` (in
+    order, so a later one may import an earlier one): the problem's helper files a submission
+    imports (``from task import input_t``). They are copies in this process's memory; the
+    problem's files and the judge's reference are not reachable from here."""
+    import types
+
+    for name, source in modules.items():
+        module = types.ModuleType(name)
+        module.__file__ = f"<problem module {name}>"
+        sys.modules[name] = module
+        exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - the problem's source
+
+
+def _adapt(module: Any, adapter: str) -> Any:
+    """[issue 17] Run the problem's adapter source (defining ``adapt(module) -> callable | None``)
+    on the loaded submission; the callable it returns serves as ``custom_kernel``."""
+    namespace: dict[str, Any] = {"__name__": "kernelrank_adapter"}
+    exec(compile(adapter, "<problem adapter>", "exec"), namespace)  # noqa: S102 - the problem's source
+    return namespace["adapt"](module)
 
 
 def _storages(value: Any, found: list[tuple[str, int, int]] | None = None) -> list[tuple[str, int, int]]:

@@ -334,7 +334,10 @@ class _Evaluation:
         if self.options.require_network_isolation and measured.get("network") != "netns":
             raise _Verdict(Status.rejected, "rejected: network isolation is required, and the submission's process "
                                             "was found with network access; the submission was not loaded")
-        reply = child.request({"op": "load"}, deadline, max_bytes=REPLY_SLACK_BYTES)
+        # [issue 17] an imported problem's reference may ship modules and an adapter for submissions
+        extra = {k: v for k, v in (("modules", getattr(self.reference, "SUBMISSION_MODULES", None)),
+                                   ("adapter", getattr(self.reference, "SUBMISSION_ADAPTER", None))) if v}
+        reply = child.request({"op": "load", **extra}, deadline, max_bytes=REPLY_SLACK_BYTES)
         _raise_on_error(reply, self._where)
         _raise_on_tampering(child, reply, self._where)
         child.set_baseline()

@@ -143,7 +143,7 @@ def unhide_problem(name: str, _admin: AdminUser, session: SessionDep) -> Problem
 def disqualify(submission_id: int, body: DisqualifyRequest, admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """Take the submission out of the ranking; the reason is shown to its author."""
     sub = submissions.disqualify(session, admin, submission_id, body.reason)
-    return _public(sub, full=True, with_code=False)
+    return _public(sub, full=True, with_code=False, admin=True)
 
 
 @router.post("/submissions/{submission_id}/clear-review", response_model=SubmissionPublic,
@@ -153,7 +153,7 @@ def disqualify(submission_id: int, body: DisqualifyRequest, admin: AdminUser, se
 def clear_review(submission_id: int, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """An admin checked a submission marked for review (a speedup beyond its problem's bound) and
     found it sound: the mark leaves the leaderboard."""
-    return _public(submissions.clear_review(session, submission_id), full=True, with_code=False)
+    return _public(submissions.clear_review(session, submission_id), full=True, with_code=False, admin=True)
 
 
 @router.post("/submissions/{submission_id}/reinstate", response_model=SubmissionPublic,
@@ -161,7 +161,7 @@ def clear_review(submission_id: int, _admin: AdminUser, session: SessionDep) -> 
              responses={**_ADMIN, 404: {"description": "No such submission"}})
 def reinstate(submission_id: int, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """Ranked again when its runs earn it."""
-    return _public(submissions.reinstate(session, submission_id), full=True, with_code=False)
+    return _public(submissions.reinstate(session, submission_id), full=True, with_code=False, admin=True)
 
 
 @router.post("/submissions/{submission_id}/requeue", response_model=SubmissionPublic,
@@ -174,4 +174,4 @@ def requeue(submission_id: int, _admin: AdminUser, session: SessionDep, dispatch
             ) -> SubmissionPublic:
     """Judge the submission again as a new attempt (older runs stay as history, never counted)."""
     sub = submissions.requeue(session, submission_id, dispatch, force=force)
-    return _public(sub, full=True, with_code=False)
+    return _public(sub, full=True, with_code=False, admin=True)

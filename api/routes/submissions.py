@@ -186,7 +186,7 @@ def get_submission(submission_id: int, viewer: OptionalUser, session: SessionDep
     only); code, logs and error details for its owner and admins."""
     sub = submissions.get_visible_submission(session, submission_id, viewer)
     full = submissions.can_see_code(viewer, sub)
-    return _public(sub, full=full, with_code=full)
+    return _public(sub, full=full, with_code=full, admin=bool(viewer and viewer.is_admin))
 
 
 @router.post("/{submission_id}/cancel", response_model=SubmissionPublic, summary="Cancel a queued submission",
@@ -218,9 +218,10 @@ def _public_result(result: dict[str, Any], full: bool) -> dict[str, Any]:
     return out
 
 
-def _public(sub: Submission, full: bool, with_code: bool) -> SubmissionPublic:
+def _public(sub: Submission, full: bool, with_code: bool, admin: bool = False) -> SubmissionPublic:
     """The submission as ``SubmissionPublic``; ``full`` (owner or admin) adds messages' details
-    and the disqualification reason, ``with_code`` the code and logs. Runs: the current attempt's."""
+    and the disqualification reason, ``with_code`` the code and logs, ``admin`` the kernelguard
+    signal. Runs: the current attempt's."""
     rev = sub.problem_revision
     runs = sub.current_runs
     logs = "".join(f"=== {run.kind} run ===\n{run.logs}\n" for run in runs if run.logs) if with_code else None
@@ -232,7 +233,7 @@ def _public(sub: Submission, full: bool, with_code: bool) -> SubmissionPublic:
         started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
         attempt=sub.attempt, disqualified=sub.disqualified_at is not None,
         disqualified_reason=sub.disqualified_reason if full else None,
-        needs_review=sub.needs_review, review_reason=sub.review_reason,
+        needs_review=sub.needs_review, review_reason=sub.review_reason, guard=sub.guard if admin else None,
         runs=[RunPublic(kind=r.kind, attempt=r.attempt, status=r.status, score_ns=r.score_ns,
                         result=_public_result(r.result, full))
               for r in runs],

@@ -20,6 +20,9 @@ app = typer.Typer(help="KernelRank: judge and time GPU kernels against a problem
 problems_app = typer.Typer(help="List and inspect problems (local folders); push, open, close and hide them on a "
                                 "server (admins).", no_args_is_help=True)
 app.add_typer(problems_app, name="problems")
+from kernelrank.cli.import_cmd import import_app as _import_app  # noqa: E402 - issue 17: imports nothing heavy
+
+problems_app.add_typer(_import_app, name="import")
 
 
 class ModeOpt(str, Enum):
@@ -127,6 +130,9 @@ from kernelrank.cli import admin_cmd as _admin_cmd, client as _client, users_cmd
 _client.register(app)
 _admin_cmd.register(app, problems_app)
 app.add_typer(_users_cmd.users_app, name="users")
+from kernelrank.cli import export_cmd as _export_cmd  # noqa: E402 - issue 17: imports nothing heavy
+
+_export_cmd.register(app, problems_app)
 
 # Service commands (their heavy imports stay inside the command functions).
 from kernelrank.cli import runner_cmd, serve  # noqa: E402

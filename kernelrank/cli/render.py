@@ -6,6 +6,7 @@ from typing import Any
 
 from rich.console import Console, Group
 from rich.markdown import Markdown
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -66,10 +67,10 @@ def problem_detail(problem: Problem) -> Group:
     contract = Table(title="Data contract: custom_kernel(data) -> output")
     for col in ("", "name", "shape", "dtype", "description"):
         contract.add_column(col)
-    for i, a in enumerate(d.contract.data):
-        contract.add_row(f"data[{i}]", a.name, a.shape or "", a.dtype, a.description)
+    for i, a in enumerate(d.contract.data):  # escaped: "tuple[torch.Tensor, ...]" is no Rich markup
+        contract.add_row(f"data[{i}]", *(escape(x) for x in (a.name, a.shape or "", a.dtype, a.description)))
     o = d.contract.output
-    contract.add_row("output", o.name, o.shape or "", o.dtype, o.description)
+    contract.add_row("output", *(escape(x) for x in (o.name, o.shape or "", o.dtype, o.description)))
     tol = Table(title="Tolerances: |out - ref| <= atol + rtol * |ref|")
     for col in ("output dtype", "atol", "rtol"):
         tol.add_column(col)

@@ -88,7 +88,9 @@ class WebSession(Base):
 
 class Problem(Base):
     """A problem name. ``hidden``: listed and shown to admins only; ``deadline``: leaderboard
-    submissions are taken (and ranked) only before it (``None``: open)."""
+    submissions are taken (and ranked) only before it (``None``: open); ``code_open``: its ranked
+    submissions' code is published in exports (``kernelrank export``), which otherwise hold results
+    only (not to be confused with a problem open to submissions, which is about the deadline)."""
 
     __tablename__ = "problems"
 
@@ -96,6 +98,7 @@ class Problem(Base):
     name: Mapped[str] = mapped_column(String(64), unique=True)
     hidden: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     deadline: Mapped[dt.datetime | None] = mapped_column(default=None)
+    code_open: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
 
     revisions: Mapped[list["ProblemRevision"]] = relationship(back_populates="problem", order_by="ProblemRevision.id")
@@ -149,6 +152,9 @@ class Submission(Base):
     #: a speedup beyond the problem's ``review_speedup``: listed with a mark until an admin clears it
     needs_review: Mapped[bool] = mapped_column(Boolean, default=False, server_default="0")
     review_reason: Mapped[str | None] = mapped_column(Text, default=None)
+    #: the static hack detector's advisory signal (:mod:`kernelrank.services.guard`), for admins
+    #: beside the review mark; it never changes the verdict. ``None``: not scanned yet.
+    guard: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     #: 1 for the first evaluation, +1 per requeue; runs of older attempts are history.
     attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

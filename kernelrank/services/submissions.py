@@ -206,6 +206,10 @@ def _finish_if_complete(session: Session, sub: Submission) -> None:
                   and sub.disqualified_at is None and takes_ranked(sub.problem_revision.problem, sub.created_at))
     sub.score_ns = public.score_ns if sub.ranked else None
     sub.finished_at = utcnow()
+    if sub.guard is None:  # advisory only: stored for admins, never changes the verdict above
+        from kernelrank.services import guard
+
+        sub.guard = guard.scan(sub.code)
 
 
 def get_submission(session: Session, submission_id: int) -> Submission:

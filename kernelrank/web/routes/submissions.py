@@ -33,7 +33,8 @@ STATUSES = ("queued", "running", "passed", "failed", "error", "timeout", "compil
 
 def _view(session, sub, user) -> dict[str, Any]:
     full = submissions.can_see_code(user, sub)
-    return {"sub": public_view(sub, full=full, with_code=full), "full": full, "final": sub.status in FINAL,
+    admin = bool(user and user.is_admin)
+    return {"sub": public_view(sub, full=full, with_code=full, admin=admin), "full": full, "final": sub.status in FINAL,
             "id": sub.id}
 
 

@@ -1,0 +1,296 @@
+"""What both importers share: the report, case scaling, the device rewrite, writing the folders.
+
+An imported problem is an ordinary KernelRank problem (``problems/<name>/problem.yaml`` and
+``reference_kernels/<name>/``) whose ``reference.py`` is generated: it embeds the source's files
+as text and adapts them to the reference interface (``generate_input(*, seed, device, ...)``,
+``ref_kernel``, ``flops``, ``bytes``). A runner receives only that text, so it needs nothing of
+the source's folder.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from kernelrank.problems import DEFINITION_FILE, REFERENCE_FILE, ProblemDefinition, ProblemError, load_problem
+from kernelrank.settings import get_settings
+
+#: Inputs of one CPU case, unless ``--cpu-input-mib`` says otherwise: the size of the largest
+#: CPU benchmark input of the built-in problems (softmax: 4096 x 1024 float32 = 16 MiB), which a
+#: 2-core machine times within the CPU case budget below.
+CPU_INPUT_BYTES = 16 * 2**20
+#: Inputs of one test case (both devices): tests check correctness, and run on the CPU too.
+TEST_INPUT_BYTES = 2**20
+#: Integer case parameters of at least this value are taken as sizes and scaled together; smaller
+#: ones (a kernel size of 3, a reduction dim of 1, 8 heads) are kept as the source has them.
+MIN_SIZE_PARAM = 64
+#: Largest granularity kept when a size is scaled: a size that is a multiple of 16 in the source
+#: stays a multiple of 16 (the largest power of two dividing it, up to this bound).
+MAX_GRANULARITY = 16
+#: Seconds of timing per benchmark case, as the built-in problems (softmax) have them.
+CASE_TIMING = {"cpu": {"benchmark": 3.0, "leaderboard": 3.0}, "cuda": {"benchmark": 10.0, "leaderboard": 30.0}}
+#: The dtypes a KernelRank tolerance may name (``ProblemDefinition.tolerances``).
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+#: The name a rewritten source reads the run's device from.
+DEVICE_NAME = "_kernelrank_device"
+NAME_PATTERN = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+
+
+class ProblemImportError(ValueError):
+    """The source cannot be imported (missing or malformed files, a name in use, a reference that
+    fails on the CPU); the message says which and why."""
+
+
+@dataclass
+class ImportReport:
+    """What an import wrote, what it derived from the source and what it assumed."""
+
+    name: str
+    source: str
+    derived: list[str] = field(default_factory=list)
+    assumed: list[str] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """The report as plain lines for a terminal."""
+        out = [f"imported {self.source} as problem {self.name!r}"]
+        out += ["derived:"] + [f"  - {d}" for d in self.derived]
+        out += ["assumed:"] + [f"  - {a}" for a in self.assumed]
+        out += ["wrote:"] + [f"  - {p}" for p in self.written]
+        return out
+
+
+def check_name(name: str) -> None:
+    """Raises :class:`ProblemImportError` unless ``name`` is a valid problem name."""
+    if not NAME_PATTERN.match(name):
+        raise ProblemImportError(f"--name {name!r}: a problem name is a lowercase letter, then lowercase letters, "
+                                 "digits or _ (64 at most)")
+
+
+# -- scaling --------------------------------------------------------------------------------------
+def size_params(params: dict[str, Any]) -> list[str]:
+    """Names of the parameters taken as sizes: integers (not booleans) of at least
+    :data:`MIN_SIZE_PARAM`, other than ``seed``."""
+    return [k for k, v in params.items()
+            if k != "seed" and isinstance(v, int) and not isinstance(v, bool) and v >= MIN_SIZE_PARAM]
+
+
+def _granularity(v: int) -> int:
+    g = 1
+    while g < MAX_GRANULARITY and v % (g * 2) == 0:
+        g *= 2
+    return g
+
+
+def scaled(params: dict[str, Any], factor: float) -> dict[str, Any]:
+    """``params`` with every size parameter multiplied by ``factor`` (at most 1), rounded down to
+    its granularity and at least that granularity."""
+    out = dict(params)
+    for k in size_params(params):
+        v, g = params[k], _granularity(params[k])
+        out[k] = max(g, int(v * min(factor, 1.0)) // g * g)
+    return out
+
+
+def fit_case(params: dict[str, Any], input_bytes: Callable[[dict[str, Any]], int], budget: int) -> tuple[dict[str, Any], int]:
+    """The case scaled down (all sizes by one factor) until its inputs fit ``budget`` bytes, with
+    the bytes of its inputs.
+
+    ``input_bytes(params)`` measures a case's inputs; it is called on small cases first, doubling
+    the factor while the inputs fit (so a measurement allocates at most a few times the budget),
+    then bisecting the last step four times. A case that fits as it is comes back unchanged; one
+    that does not fit even at its smallest sizes comes back at those.
+    """
+    if not size_params(params):
+        return dict(params), input_bytes(params)
+    factor, best = 2.0**-24, None
+    while factor <= 1.0:
+        case = scaled(params, factor)
+        n = input_bytes(case)
+        if n > budget:
+            break
+        best = (factor, case, n)
+        factor *= 2
+    if best is None:
+        case = scaled(params, 0.0)
+        return case, input_bytes(case)
+    if best[0] >= 1.0:
+        return best[1], best[2]
+    lo, hi = best[0], min(1.0, best[0] * 2)
+    for _ in range(4):
+        mid = math.sqrt(lo * hi)
+        case = scaled(params, mid)
+        n = input_bytes(case)
+        if n <= budget:
+            lo, best = mid, (mid, case, n)
+        else:
+            hi = mid
+    return best[1], best[2]
+
+
+def fit_cases(cases: list[dict[str, Any]], input_bytes: Callable[[dict[str, Any]], int],
+              budget: int) -> tuple[list[dict[str, Any]], int]:
+    """Each case fitted to ``budget`` (:func:`fit_case`), duplicates (same parameters but the seed)
+    dropped; returns the cases and how many were scaled."""
+    out, seen, changed = [], set(), 0
+    for c in cases:
+        fitted, _ = fit_case(c, input_bytes, budget)
+        changed += fitted != c
+        key = tuple(sorted((k, repr(v)) for k, v in fitted.items() if k != "seed"))
+        if key not in seen:
+            seen.add(key)
+            out.append(fitted)
+    return out, changed
+
+
+def tensor_bytes(value: Any) -> int:
+    """Bytes of every tensor in a (nested) value."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(tensor_bytes(v) for v in value)
+    if isinstance(value, dict):
+        return sum(tensor_bytes(v) for v in value.values())
+    return 0
+
+
+# -- the device rewrite ---------------------------------------------------------------------------
+class _DeviceRewrite(ast.NodeTransformer):
+    """Hard-coded CUDA devices read :data:`DEVICE_NAME` instead: ``device='cuda'`` keywords,
+    ``torch.device('cuda')``, ``.to('cuda')`` and ``.cuda()``."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    @staticmethod
+    def _is_cuda(node: ast.AST) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, str) and re.fullmatch(r"cuda(:0)?", node.value) is not None
+
+    def _name(self) -> ast.Name:
+        self.count += 1
+        return ast.Name(id=DEVICE_NAME, ctx=ast.Load())
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        for kw in node.keywords:
+            if kw.arg == "device" and self._is_cuda(kw.value):
+                kw.value = self._name()
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in ("device", "to", "Generator") and node.args and self._is_cuda(node.args[0]):
+            node.args[0] = self._name()
+        if isinstance(func, ast.Attribute) and func.attr == "cuda" and not node.args and not node.keywords \
+                and not (isinstance(func.value, ast.Name) and func.value.id == "torch"):
+            self.count += 1
+            return ast.Call(func=ast.Attribute(value=func.value, attr="to", ctx=ast.Load()),
+                            args=[ast.Name(id=DEVICE_NAME, ctx=ast.Load())], keywords=[])
+        return node
+
+
+def rewrite_devices(source: str, filename: str) -> tuple[str, int]:
+    """``source`` with its hard-coded CUDA devices reading ``_kernelrank_device`` (defined at its
+    top: ``cuda`` when torch sees one, else ``cpu``; the reference wrapper sets it to the run's
+    device), and the number of places changed. A source with none comes back unchanged.
+
+    Raises:
+        ProblemImportError: the source is not valid Python.
+    """
+    try:
+        tree = ast.parse(source, filename)
+    except SyntaxError as e:
+        raise ProblemImportError(f"{filename}: not valid Python: {e}") from None
+    rw = _DeviceRewrite()
+    tree = rw.visit(tree)
+    if not rw.count:
+        return source, 0
+    prelude = ast.parse(f"{DEVICE_NAME} = 'cuda' if __import__('torch').cuda.is_available() else 'cpu'").body
+    at = 0
+    while at < len(tree.body) and (
+            (isinstance(tree.body[at], ast.ImportFrom) and tree.body[at].module == "__future__")
+            or (at == 0 and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant))):
+        at += 1
+    tree.body[at:at] = prelude
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n", rw.count
+
+
+# -- writing and checking -------------------------------------------------------------------------
+def target_dirs(name: str) -> tuple[Path, Path]:
+    """``(problems/<name>, reference_kernels/<name>)`` under the configured folders."""
+    s = get_settings()
+    return s.problems_dir / name, s.reference_kernels_dir / name
+
+
+def write_problem(report: ImportReport, definition: dict[str, Any], reference: str, files: dict[str, str],
+                  force: bool) -> None:
+    """Validate ``definition`` and write it with ``reference`` (as ``reference.py``) and ``files``
+    (relative path: text) into the configured problem folders; adds the paths to the report.
+
+    Raises:
+        ProblemImportError: the definition fails validation, or the problem exists and ``force``
+            is false.
+    """
+    try:
+        ProblemDefinition.model_validate(definition)
+    except ValueError as e:
+        raise ProblemImportError(f"the generated definition fails validation: {e}") from None
+    pdir, rdir = target_dirs(report.name)
+    if (pdir.exists() or rdir.exists()) and not force:
+        raise ProblemImportError(f"problem {report.name!r} exists ({pdir} or {rdir}); pass --force to replace it")
+    for d in (pdir, rdir):
+        if d.exists():
+            shutil.rmtree(d)
+    pdir.mkdir(parents=True)
+    rdir.mkdir(parents=True)
+    (pdir / DEFINITION_FILE).write_text(yaml.safe_dump(definition, sort_keys=False, allow_unicode=True, width=100),
+                                        encoding="utf-8")
+    (rdir / REFERENCE_FILE).write_text(reference, encoding="utf-8")
+    report.written += [pdir / DEFINITION_FILE, rdir / REFERENCE_FILE]
+    for rel, text in files.items():
+        path = rdir / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        report.written.append(path)
+
+
+def check_on_cpu(report: ImportReport) -> None:
+    """Load the written problem and run its reference on the first test case on the CPU; the
+    output's dtype must have a tolerance. Adds what it saw to the report.
+
+    Raises:
+        ProblemImportError: the problem does not load, the reference fails, or its output is not a
+            tensor of a dtype with a tolerance.
+    """
+    import torch
+
+    try:
+        problem = load_problem(report.name)
+        ref = problem.reference_module()
+        case = problem.definition.tests[0]
+        data = ref.generate_input(device="cpu", **case.params)
+        with torch.no_grad():
+            out = ref.ref_kernel(data)
+    except (ProblemError, Exception) as e:  # noqa: BLE001 - any failure of the source's code is the report
+        raise ProblemImportError(f"the imported reference fails on the CPU ({type(e).__name__}: {e}); "
+                                 f"the files are left in place for inspection") from None
+    if type(out) is not torch.Tensor:  # noqa: E721
+        raise ProblemImportError(f"the reference returns {type(out).__name__}, not a torch.Tensor, which KernelRank "
+                                 "cannot check")
+    dtype = str(out.dtype).removeprefix("torch.")
+    if dtype not in problem.definition.tolerances:
+        raise ProblemImportError(f"the reference's output dtype {dtype} has no tolerance (KernelRank checks float outputs)")
+    report.derived.append(f"checked: the reference runs on the CPU on test case 0 ({case.label()}): "
+                          f"inputs {tensor_bytes(data)} bytes, output {dtype} {list(out.shape)}")
+    report.derived.append(f"revision {problem.revision[:12]}")
+
+
+def literal_block(text: str) -> str:
+    """``text`` as a Python string literal for generated sources."""
+    return repr(text)
