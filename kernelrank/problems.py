@@ -233,11 +233,15 @@ def load_reference_module(source: str, name: str, filename: Path | str) -> types
     """Execute a reference's source as a module named ``kernelrank_reference_<name>``.
 
     Raises:
-        ProblemError: the module lacks ``generate_input``, ``ref_kernel``, ``flops`` or ``bytes``.
+        ProblemError: the source does not compile or raises at import (the message names the
+            exception), or the module lacks ``generate_input``, ``ref_kernel``, ``flops`` or ``bytes``.
     """
     module = types.ModuleType(f"kernelrank_reference_{name}")
     module.__file__ = str(filename)
-    exec(compile(source, str(filename), "exec"), module.__dict__)  # noqa: S102 - trusted admin code
+    try:
+        exec(compile(source, str(filename), "exec"), module.__dict__)  # noqa: S102 - trusted admin code
+    except Exception as e:  # noqa: BLE001 - any failure of the reference is a broken problem
+        raise ProblemError(f"reference for {name!r} failed to import: {type(e).__name__}: {e}") from e
     missing = [f for f in ("generate_input", "ref_kernel", "flops", "bytes") if not callable(getattr(module, f, None))]
     if missing:
         raise ProblemError(f"reference for {name!r} lacks {', '.join(missing)}")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import multiprocessing
 import os
 import socket
@@ -233,19 +232,12 @@ def _problem_name(job: dict[str, Any]) -> str:
 
 
 def _json_ready(value: Any) -> Any:
-    """Non-finite floats become ``None`` (JSON and Postgres have no NaN); other values as JSON."""
-    return json.loads(json.dumps(_finite(value), default=str, allow_nan=False))
+    """``value`` as JSON values: non-finite floats as ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``
+    (:func:`kernelrank.runner.results.json_ready`; JSON and Postgres have no NaN), other values
+    that JSON lacks as their ``str``."""
+    from kernelrank.runner.results import json_ready
 
-
-def _finite(v: Any) -> Any:
-    # a plain recursive function: a nested one calling itself is a reference cycle (see wire._enc)
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {str(k): _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
+    return json.loads(json.dumps(json_ready(value), default=str, allow_nan=False))
 
 
 # -- heartbeat -----------------------------------------------------------------------------------
