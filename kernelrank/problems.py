@@ -25,12 +25,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kernelrank import vocab
 from kernelrank.settings import get_settings
 
-DeviceClass = Literal["cpu", "cuda"]
-Mode = Literal["test", "benchmark", "leaderboard", "profile"]
-MODES: tuple[Mode, ...] = ("test", "benchmark", "leaderboard", "profile")
-DEVICE_CLASSES: tuple[DeviceClass, ...] = ("cpu", "cuda")
+DeviceClass = Literal[vocab.DEVICE_CLASSES]  # type: ignore[valid-type] - the one list, kernelrank.vocab
+Mode = Literal[vocab.MODES]  # type: ignore[valid-type]
+MODES: tuple[str, ...] = vocab.MODES
+DEVICE_CLASSES: tuple[str, ...] = vocab.DEVICE_CLASSES
 
 DEFINITION_FILE = "problem.yaml"
 #: Folders of a reference that do not change how submissions are judged, so not its revision:

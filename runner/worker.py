@@ -36,6 +36,7 @@ from kernelrank import __version__
 from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, REPORT_RETRY_POLICY,
                               device_class, get_celery, send)
 from kernelrank.settings import get_settings
+from kernelrank.vocab import Mode, RunKind, Verdict
 
 log = logging.getLogger("kernelrank.runner")
 
@@ -123,7 +124,7 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
     start = ask_to_start if start is None else start
     report = _send_control if report is None else report
     submission_id = int(job["submission_id"])
-    kinds = list(job.get("runs") or ["public"])
+    kinds = list(job.get("runs") or [RunKind.public.value])
     attempt = job.get("attempt")
     go, reason = start(submission_id, runner) if attempt is None else start(submission_id, runner, attempt)
     if not go:
@@ -134,8 +135,8 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
     results: list[dict[str, Any]] = []
     previous: dict[str, Any] | None = None
     for kind in kinds:
-        if previous is not None and previous.get("status") != "passed":
-            result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", "error")))
+        if previous is not None and previous.get("status") != Verdict.passed:
+            result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", Verdict.error.value)))
         else:
             result = _evaluate_run(job, kind)
         report(RECORD_RESULT, [submission_id, kind, result, runner] + ([] if attempt is None else [attempt]))
@@ -188,14 +189,14 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
 
         settings = get_settings()
         spec = ProblemSpec.from_message(job["problem"])
-        secret = job.get("secret_seed") if kind == "secret" else None
-        if kind == "secret" and secret is None:
+        secret = job.get("secret_seed") if kind == RunKind.secret else None
+        if kind == RunKind.secret and secret is None:
             raise ValueError("the secret run needs the job's secret seed")
         options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
                               cache_dir=settings.cache_dir, log_limit=settings.log_limit_bytes,
                               secret=None if secret is None else int(secret), trace_dir=None,
                               isolation=settings.runner_isolation,
-                              require_network_isolation=(job["mode"] == "leaderboard"
+                              require_network_isolation=(job["mode"] == Mode.leaderboard
                                                          and not settings.runner_allow_unisolated_network),
                               hidden_paths=(settings.data_dir.resolve(),),
                               zygote=_warm_zygote(device_class(job["device"]), settings))
@@ -210,7 +211,7 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
                                   f"{type(e).__name__}: {str(e)[:2000]}")
 
 
-def _error_result(job: dict[str, Any], message: str, status: str = "error") -> dict[str, Any]:
+def _error_result(job: dict[str, Any], message: str, status: str = Verdict.error.value) -> dict[str, Any]:
     """A result of the harness's shape for a run the harness did not finish."""
     from kernelrank.runner.results import EvalResult, Status
 
