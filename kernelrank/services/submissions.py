@@ -138,7 +138,9 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     """Store one run's result for the submission's current attempt, once: a second delivery of the
     same (submission, attempt, kind) is ignored, and so is a result for another ``attempt`` than
     the current one (a job of before a requeue; ``None``: a runner that does not say). Sets the
-    verdict when every expected run is in. Returns whether anything was written.
+    verdict when every expected run is in. Returns whether anything was written. A status that is
+    not a :data:`~kernelrank.vocab.VERDICTS` verdict is stored as ``error`` (saying so), a
+    ``score_ns`` that is not a finite number as ``None``.
 
     Raises:
         NotFound: unknown submission.
