@@ -30,6 +30,7 @@ from kernelrank.services import ServiceError, users
 from kernelrank.services.reference_check import ReferenceCheck
 from kernelrank.services.submissions import Dispatch
 from kernelrank.settings import Settings
+from kernelrank.vocab import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ def get_dispatch(session: SessionDep) -> Dispatch:
             log.error("could not queue submission %s on %r: %s", job["submission_id"], queue, type(e).__name__)
             sub = session.get(Submission, job["submission_id"])
             if sub is not None:
-                sub.status, sub.message, sub.finished_at = "error", "the job could not be queued", utcnow()
+                sub.status, sub.message, sub.finished_at = Verdict.error.value, "the job could not be queued", utcnow()
                 session.commit()
             raise QueueUnavailable("the job queue is unavailable; try again later") from None
 

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from kernelrank.problems import Budgets, CaseTiming, DataContract, Tolerance
+from kernelrank.vocab import CPU_QUEUE, MODES, STATUSES, Mode, RunKind, SubmissionStatus, Verdict
 
 
 def _as_utc(value: dt.datetime | None) -> dt.datetime | None:
@@ -102,9 +103,9 @@ class SubmissionCreate(BaseModel):
     """A submission as a JSON body (the multipart form has the same fields, with ``file`` for ``code``)."""
 
     problem: str = Field(max_length=64, examples=["softmax"])
-    device: str = Field(default="cpu", max_length=64, description="Device queue: cpu or cuda-<model>.",
+    device: str = Field(default=CPU_QUEUE, max_length=64, description="Device queue: cpu or cuda-<model>.",
                         examples=["cpu"])
-    mode: str = Field(default="leaderboard", max_length=16, description="test, benchmark, leaderboard or profile.",
+    mode: str = Field(default=Mode.leaderboard.value, max_length=16, description=", ".join(MODES) + ".",
                       examples=["leaderboard"])
     code: str = Field(description="The kernel's Python source (UTF-8).")
     filename: str | None = Field(default=None, max_length=255, examples=["kernel.py"])
@@ -114,15 +115,15 @@ class SubmissionAccepted(BaseModel):
     """A submission was stored and its job queued; poll ``GET /api/v1/submissions/{id}``."""
 
     id: int
-    status: str = "queued"
+    status: SubmissionStatus = SubmissionStatus.queued
 
 
 class RunPublic(BaseModel):
     """One evaluation of a submission: ``public`` (every mode) or ``secret`` (leaderboard mode)."""
 
-    kind: str
+    kind: RunKind
     attempt: int = Field(default=1, description="The evaluation attempt it belongs to (a requeue starts a new one).")
-    status: str
+    status: Verdict
     score_ns: float | None = Field(description="Geometric mean over benchmark cases of the mean time (ns).")
     result: dict[str, Any] = Field(description="The harness's result (cases, timings); details for the owner only.")
 
@@ -139,7 +140,7 @@ class SubmissionPublic(_UtcTimes):
     device: str
     mode: str
     language: str
-    status: str = Field(description="queued, running, passed, failed, error, timeout, compile_error, rejected or cancelled.")
+    status: SubmissionStatus = Field(description=", ".join(STATUSES) + ".")
     message: str
     score_ns: float | None
     speedup: float | None

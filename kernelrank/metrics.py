@@ -33,6 +33,8 @@ from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from kernelrank.vocab import ACTIVE_STATUSES, FINAL_STATUSES, SubmissionStatus
+
 log = logging.getLogger("kernelrank.api.access")
 
 #: Upper bounds (s) of the API latency histogram's buckets.
@@ -121,11 +123,9 @@ class DatabaseCollector(Collector):
         yield from families
 
     def _families(self) -> list:
-        from kernelrank.services import submissions as submission_service
-
         session = self.session_factory()
         try:
-            return _job_families(session, submission_service.FINAL, self.online_within_s)
+            return _job_families(session, tuple(FINAL_STATUSES), self.online_within_s)
         finally:
             session.close()
 
@@ -150,8 +150,8 @@ def _job_families(session: Any, final: tuple[str, ...], online_within_s: float) 
     running = GaugeMetricFamily("kernelrank_jobs_running", "Submissions running per device queue.", labels=["device"])
     for device, status, n in session.execute(
             select(Submission.device, Submission.status, func.count())
-            .where(Submission.status.in_(("queued", "running"))).group_by(Submission.device, Submission.status)):
-        (depth if status == "queued" else running).add_metric([device], float(n))
+            .where(Submission.status.in_(ACTIVE_STATUSES)).group_by(Submission.device, Submission.status)):
+        (depth if status == SubmissionStatus.queued else running).add_metric([device], float(n))
 
     # verdicts and job durations in one scan of the finished submissions (the largest part of the
     # table): each row's duration is computed once (the OFFSET 0 subquery is not flattened) and

@@ -25,12 +25,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from kernelrank import vocab
 from kernelrank.settings import get_settings
 
-DeviceClass = Literal["cpu", "cuda"]
-Mode = Literal["test", "benchmark", "leaderboard", "profile"]
-MODES: tuple[Mode, ...] = ("test", "benchmark", "leaderboard", "profile")
-DEVICE_CLASSES: tuple[DeviceClass, ...] = ("cpu", "cuda")
+DeviceClass = Literal[vocab.DEVICE_CLASSES]  # type: ignore[valid-type] - the one list, kernelrank.vocab
+Mode = Literal[vocab.MODES]  # type: ignore[valid-type]
+MODES: tuple[str, ...] = vocab.MODES
+DEVICE_CLASSES: tuple[str, ...] = vocab.DEVICE_CLASSES
 
 DEFINITION_FILE = "problem.yaml"
 #: Folders of a reference that do not change how submissions are judged, so not its revision:
@@ -249,11 +250,15 @@ def load_reference_module(source: str, name: str, filename: Path | str) -> types
     """Execute a reference's source as a module named ``kernelrank_reference_<name>``.
 
     Raises:
-        ProblemError: the module lacks ``generate_input``, ``ref_kernel``, ``flops`` or ``bytes``.
+        ProblemError: the source does not compile or raises at import (the message names the
+            exception), or the module lacks ``generate_input``, ``ref_kernel``, ``flops`` or ``bytes``.
     """
     module = types.ModuleType(f"kernelrank_reference_{name}")
     module.__file__ = str(filename)
-    exec(compile(source, str(filename), "exec"), module.__dict__)  # noqa: S102 - trusted admin code
+    try:
+        exec(compile(source, str(filename), "exec"), module.__dict__)  # noqa: S102 - trusted admin code
+    except Exception as e:  # noqa: BLE001 - any failure of the reference is a broken problem
+        raise ProblemError(f"reference for {name!r} failed to import: {type(e).__name__}: {e}") from e
     missing = [f for f in ("generate_input", "ref_kernel", "flops", "bytes") if not callable(getattr(module, f, None))]
     if missing:
         raise ProblemError(f"reference for {name!r} lacks {', '.join(missing)}")

@@ -14,13 +14,13 @@ from __future__ import annotations
 import base64
 import json
 import os
-import re
 from functools import lru_cache
 from typing import Any
 
 from celery import Celery
 
 from kernelrank.settings import Settings, get_settings
+from kernelrank.vocab import TIMED_MODES, device_class, gpu_queue_name, run_kinds  # noqa: F401 - re-exported
 
 CONTROL_QUEUE = "control"
 
@@ -36,34 +36,14 @@ SOFT_LIMIT_MARGIN_S = 30.0
 REPORT_RETRY_POLICY = {"max_retries": 70, "interval_start": 0, "interval_step": 1, "interval_max": 5}
 #: Seconds a runner's go-ahead answer (``JOB_STARTED``'s result) is kept in the result backend.
 RESULT_EXPIRES_S = 3600
-_QUEUE_NAME = re.compile(r"^(cpu|cuda-[a-z0-9-]{1,48})$")
-
-
-def device_class(queue: str) -> str:
-    """The harness device class of a runner queue: ``cpu`` -> ``cpu``, ``cuda-*`` -> ``cuda``.
-
-    Raises:
-        ValueError: not a device queue name.
-    """
-    if not _QUEUE_NAME.match(queue):
-        raise ValueError(f"{queue!r} is not a device queue (cpu or cuda-<model>)")
-    return "cpu" if queue == "cpu" else "cuda"
-
-
-def gpu_queue_name(gpu_name: str) -> str:
-    """Queue of a GPU model: ``"NVIDIA H100 80GB HBM3"`` -> ``"cuda-h100"``; unknown models get a slug."""
-    lowered = gpu_name.lower()
-    m = re.search(r"\b([abhlt]\d{1,3}|b\d{3}|gh\d{3}|rtx ?\d{4}|mi\d{3}x?|v100|p100)\b", lowered)
-    slug = m.group(1).replace(" ", "") if m else re.sub(r"[^a-z0-9]+", "-", lowered.removeprefix("nvidia ")).strip("-")
-    return f"cuda-{slug[:48]}"
 
 
 def job_time_limit(budgets: dict[str, float], mode: str) -> float:
     """Hard time limit (s) for one job: load and mode budgets for each run (two in leaderboard
     mode: public and secret), the reference timing once more, and a minute for clean-up."""
-    runs = 2 if mode == "leaderboard" else 1
+    runs = len(run_kinds(mode))
     per_run = budgets.get("compile", 300) + budgets.get(mode, 600)
-    reference = budgets.get(mode, 600) if mode in ("benchmark", "leaderboard") else 0
+    reference = budgets.get(mode, 600) if mode in TIMED_MODES else 0
     return runs * per_run + reference + 60
 
 

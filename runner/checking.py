@@ -4,10 +4,16 @@ Rules (GPU MODE's and KernelBench's, made explicit): shape, dtype and device mus
 output must be a plain ``torch.Tensor`` (no subclass); values pass where
 ``|out - ref| <= atol + rtol * |ref|``; NaN must sit where the reference has NaN and infinities
 must match the reference's in place and sign. Comparison is in float32 (float64 for float64).
+
+Error figures count every mismatch, non-finite ones included: where a mismatch's difference is
+NaN (a NaN where the reference has a number, or the reverse) the max errors are ``nan``; else where
+one is infinite (an infinity where the reference has a number or the other infinity, or an
+overflowing difference) they are ``inf``. ``nan_mismatches`` and ``inf_mismatches`` count those.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,8 +22,14 @@ import torch
 
 @dataclass(frozen=True)
 class CheckResult:
-    """Outcome of comparing one output. Error figures are over finite reference values;
-    ``first_mismatch`` is the multi-index of the first failing element in row-major order."""
+    """Outcome of comparing one output.
+
+    ``max_abs_error`` is the largest ``|out - ref|`` and ``max_rel_error`` the largest
+    ``|out - ref| / |ref|`` (a mismatch where ``ref`` is 0 counts as ``inf``; a matching value
+    where ``ref`` is 0 or infinite counts as 0); both are ``nan`` when a mismatch's difference is
+    NaN (``nan_mismatches`` of them), else ``inf`` when one is infinite (``inf_mismatches``).
+    ``first_mismatch`` is the multi-index of the first failing element in row-major order.
+    """
 
     passed: bool
     message: str
@@ -26,6 +38,8 @@ class CheckResult:
     mismatches: int = 0
     numel: int = 0
     first_mismatch: list[int] | None = None
+    nan_mismatches: int = 0
+    inf_mismatches: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,22 +83,38 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
     close = diff <= abs_r.mul(rtol).add_(atol).clamp_(max=torch.finfo(work).max)
     close.logical_or_(o == r).logical_or_(torch.isnan(o).logical_and_(torch.isnan(r)))
     mismatches = numel - int(close.count_nonzero())
-    # error figures over finite differences only (a NaN or infinite one counts as 0 here)
-    max_abs = float(diff.nan_to_num_(0.0, 0.0, 0.0).amax())
-    max_rel = float(diff.div_(abs_r).nan_to_num_(0.0, 0.0, 0.0).amax())  # r == 0: x/0 is inf or NaN, so 0
-    if mismatches == 0:
+    if mismatches == 0:  # every difference finite, or non-finite where out == ref or both NaN (0 here)
+        max_abs = float(diff.nan_to_num_(0.0, 0.0, 0.0).amax())
+        max_rel = float(diff.div_(abs_r).nan_to_num_(0.0, 0.0, 0.0).amax())  # r == 0: x/0 is inf or NaN, so 0
         return CheckResult(True, "ok", max_abs, max_rel, 0, numel)
 
+    # a failure: the figures over the mismatches keep their NaN and inf (only this path gathers)
     bad = close.logical_not_()
+    bad_diff = diff[bad]
+    nan_mismatches = int(bad_diff.isnan().count_nonzero())
+    inf_mismatches = int(bad_diff.isinf().count_nonzero())
+    # |d| / |r| over the mismatches: r == 0 gives inf (d > 0 there), an infinite d stays inf
+    bad_rel = torch.where(bad_diff.isinf(), bad_diff, bad_diff / abs_r[bad])
+    # the matching values' figures: finite, non-finite ones (out == ref, both NaN) count 0
+    diff.masked_fill_(bad, 0.0)
+    max_abs = max(float(diff.nan_to_num(0.0, 0.0, 0.0).amax()),
+                  float(bad_diff.nan_to_num(0.0, math.inf).amax()))
+    max_rel = max(float(diff.div_(abs_r).nan_to_num_(0.0, 0.0, 0.0).amax()),
+                  float(bad_rel.nan_to_num(0.0, math.inf).amax()))
+    if nan_mismatches:
+        max_abs = max_rel = math.nan
+
     flat = int(bad.reshape(-1).nonzero()[0, 0])
     index = [int(i) for i in torch.unravel_index(torch.tensor(flat), r.shape)]
     got, want = float(o.reshape(-1)[flat]), float(r.reshape(-1)[flat])
+    non_finite = (f" ({nan_mismatches} NaN and {inf_mismatches} infinite differences)"
+                  if nan_mismatches or inf_mismatches else "")
     message = (
-        f"{mismatches} of {numel} values outside atol={atol:g} + rtol={rtol:g}*|ref|; "
+        f"{mismatches} of {numel} values outside atol={atol:g} + rtol={rtol:g}*|ref|{non_finite}; "
         f"max abs error {max_abs:.4g}, max rel error {max_rel:.4g}; "
         f"first mismatch at {index}: got {got!r}, expected {want!r}"
     )
-    return CheckResult(False, message, max_abs, max_rel, mismatches, numel, index)
+    return CheckResult(False, message, max_abs, max_rel, mismatches, numel, index, nan_mismatches, inf_mismatches)
 
 
 def _name(dtype: torch.dtype) -> str:

@@ -422,7 +422,8 @@ class _Evaluation:
         tol = self.definition.tolerance_for(str(ref.dtype).removeprefix("torch."))
         c = check_output(out, ref, tol.atol, tol.rtol, out_device=str(reply.get("out_device")))
         figures = {"max_abs_error": c.max_abs_error, "max_rel_error": c.max_rel_error,
-                   "mismatches": c.mismatches, "first_mismatch": c.first_mismatch}
+                   "mismatches": c.mismatches, "first_mismatch": c.first_mismatch,
+                   "nan_mismatches": c.nan_mismatches, "inf_mismatches": c.inf_mismatches}
         return c.passed, c.message, figures
 
     # -- test mode ----------------------------------------------------------------------------

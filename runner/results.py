@@ -1,34 +1,49 @@
-"""Typed results of an evaluation: verdicts, per-case results, the whole run; JSON-ready."""
+"""Typed results of an evaluation: verdicts, per-case results, the whole run; JSON-ready.
+
+JSON has no infinity or NaN: in every result that leaves the judge (``kernelrank eval --json``,
+the runner's report to the server, the API) a non-finite float is written as the string
+``"Infinity"``, ``"-Infinity"`` or ``"NaN"`` (:func:`json_ready`), which Python's ``float()`` and
+JavaScript's ``Number()`` both read back; :meth:`EvalResult.from_dict` does.
+"""
 
 from __future__ import annotations
 
-import enum
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from kernelrank.vocab import Verdict
 
-class Status(str, enum.Enum):
-    """The verdict of an evaluation.
+#: How a non-finite float is written in JSON (see the module docstring).
+NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
+NAN = "NaN"
 
-    - ``passed``: every checked output matched the reference (and, when timed, timing succeeded);
-    - ``failed``: an output was wrong (values, shape, dtype, device or type);
-    - ``error``: the submission raised, exited or crashed (runtime error);
-    - ``timeout``: it ran past its time budget and was killed;
-    - ``compile_error``: it failed to load or build (Python syntax, C++/CUDA or Triton compile);
-    - ``rejected``: it broke the protocol or the trust rules (e.g. timing claims the judge's wall
-      clock cannot support, malformed answers, threads or processes left running after a call,
-      functions of the harness or torch replaced), or it was not run because the isolation the
-      evaluation requires is not available.
 
-    An output that shares memory with an input or with the previous call's output ``failed``.
-    """
+#: The verdict of an evaluation (one definition: :class:`kernelrank.vocab.Verdict`).
+Status = Verdict
 
-    passed = "passed"
-    failed = "failed"
-    error = "error"
-    timeout = "timeout"
-    compile_error = "compile_error"
-    rejected = "rejected"
+
+def json_ready(value: Any) -> Any:
+    """``value`` with every non-finite float (also inside dicts, lists and tuples, which become
+    lists) replaced by ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``, so that
+    ``json.dumps(..., allow_nan=False)`` accepts it; other values unchanged."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return NAN if math.isnan(value) else NON_FINITE[value]
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
+
+
+def float_from_json(value: Any) -> Any:
+    """Inverse of :func:`json_ready` for one figure: ``"Infinity"``, ``"-Infinity"`` and ``"NaN"``
+    become floats; anything else is returned unchanged."""
+    if value == NAN:
+        return math.nan
+    if value in ("Infinity", "-Infinity"):
+        return float(value)
+    return value
 
 
 @dataclass
@@ -39,6 +54,8 @@ class CaseResult:
     as a dict in ns; ``tflops`` and ``gbps`` are achieved TFLOP/s and GB/s at the mean time;
     ``ref_mean_ns`` is the reference's mean on the same case, device and mode, and
     ``speedup = ref_mean_ns / mean_ns``. ``checked`` counts outputs compared to the reference.
+    Error figures are as in :class:`~kernelrank.runner.checking.CheckResult` (``inf`` or ``nan``
+    where a mismatch is non-finite; ``nan_mismatches`` and ``inf_mismatches`` count those).
     """
 
     kind: str
@@ -50,6 +67,8 @@ class CaseResult:
     max_abs_error: float | None = None
     max_rel_error: float | None = None
     mismatches: int = 0
+    nan_mismatches: int = 0
+    inf_mismatches: int = 0
     first_mismatch: list[int] | None = None
     timing: dict[str, Any] | None = None
     tflops: float | None = None
@@ -105,14 +124,21 @@ class EvalResult:
         return self.status is Status.passed
 
     def to_dict(self) -> dict[str, Any]:
+        """The result as JSON-ready values (non-finite floats as strings: :func:`json_ready`)."""
         d = asdict(self)
         d["status"] = self.status.value
-        return d
+        return json_ready(d)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
         """Inverse of :meth:`to_dict` (for results that crossed a queue)."""
         d = dict(d)
         d["status"] = Status(d["status"])
-        d["cases"] = [CaseResult(**c) for c in d.get("cases", [])]
+        d["cases"] = [CaseResult(**{k: float_from_json(v) if k in _CASE_FIGURES else v for k, v in c.items()})
+                      for c in d.get("cases", [])]
+        for k in ("score_ns", "speedup"):
+            d[k] = float_from_json(d.get(k))
         return cls(**d)
+
+
+_CASE_FIGURES = ("max_abs_error", "max_rel_error", "tflops", "gbps", "ref_mean_ns", "speedup")

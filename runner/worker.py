@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import multiprocessing
 import os
 import socket
@@ -37,6 +36,7 @@ from kernelrank import __version__
 from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, REPORT_RETRY_POLICY,
                               device_class, get_celery, send)
 from kernelrank.settings import get_settings
+from kernelrank.vocab import Mode, RunKind, Verdict
 
 log = logging.getLogger("kernelrank.runner")
 
@@ -124,7 +124,7 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
     start = ask_to_start if start is None else start
     report = _send_control if report is None else report
     submission_id = int(job["submission_id"])
-    kinds = list(job.get("runs") or ["public"])
+    kinds = list(job.get("runs") or [RunKind.public.value])
     attempt = job.get("attempt")
     go, reason = start(submission_id, runner) if attempt is None else start(submission_id, runner, attempt)
     if not go:
@@ -135,8 +135,8 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
     results: list[dict[str, Any]] = []
     previous: dict[str, Any] | None = None
     for kind in kinds:
-        if previous is not None and previous.get("status") != "passed":
-            result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", "error")))
+        if previous is not None and previous.get("status") != Verdict.passed:
+            result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", Verdict.error.value)))
         else:
             result = _evaluate_run(job, kind)
         report(RECORD_RESULT, [submission_id, kind, result, runner] + ([] if attempt is None else [attempt]))
@@ -189,14 +189,14 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
 
         settings = get_settings()
         spec = ProblemSpec.from_message(job["problem"])
-        secret = job.get("secret_seed") if kind == "secret" else None
-        if kind == "secret" and secret is None:
+        secret = job.get("secret_seed") if kind == RunKind.secret else None
+        if kind == RunKind.secret and secret is None:
             raise ValueError("the secret run needs the job's secret seed")
         options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
                               cache_dir=settings.cache_dir, log_limit=settings.log_limit_bytes,
                               secret=None if secret is None else int(secret), trace_dir=None,
                               isolation=settings.runner_isolation,
-                              require_network_isolation=(job["mode"] == "leaderboard"
+                              require_network_isolation=(job["mode"] == Mode.leaderboard
                                                          and not settings.runner_allow_unisolated_network),
                               require_containment=(job["mode"] == "leaderboard"
                                                    and not settings.runner_allow_unisolated_network),
@@ -213,7 +213,7 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
                                   f"{type(e).__name__}: {str(e)[:2000]}")
 
 
-def _error_result(job: dict[str, Any], message: str, status: str = "error") -> dict[str, Any]:
+def _error_result(job: dict[str, Any], message: str, status: str = Verdict.error.value) -> dict[str, Any]:
     """A result of the harness's shape for a run the harness did not finish."""
     from kernelrank.runner.results import EvalResult, Status
 
@@ -235,19 +235,12 @@ def _problem_name(job: dict[str, Any]) -> str:
 
 
 def _json_ready(value: Any) -> Any:
-    """Non-finite floats become ``None`` (JSON and Postgres have no NaN); other values as JSON."""
-    return json.loads(json.dumps(_finite(value), default=str, allow_nan=False))
+    """``value`` as JSON values: non-finite floats as ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``
+    (:func:`kernelrank.runner.results.json_ready`; JSON and Postgres have no NaN), other values
+    that JSON lacks as their ``str``."""
+    from kernelrank.runner.results import json_ready
 
-
-def _finite(v: Any) -> Any:
-    # a plain recursive function: a nested one calling itself is a reference cycle (see wire._enc)
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, dict):
-        return {str(k): _finite(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    return v
+    return json.loads(json.dumps(json_ready(value), default=str, allow_nan=False))
 
 
 # -- heartbeat -----------------------------------------------------------------------------------

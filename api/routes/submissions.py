@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
@@ -21,6 +21,7 @@ from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionD
 from kernelrank.api.schemas import RunPublic, SubmissionAccepted, SubmissionCreate, SubmissionPublic
 from kernelrank.db.models import Submission
 from kernelrank.services import TooLarge, limits, submissions
+from kernelrank.vocab import CPU_QUEUE, MODES, Mode, SubmissionStatus
 
 router = APIRouter(prefix="/api/v1/submissions", tags=["submissions"])
 log = logging.getLogger("kernelrank.api.submissions")
@@ -30,8 +31,6 @@ _ENVELOPE_BYTES = 64 * 1024
 #: Worst-case growth of text written as a JSON string (``\u00XX`` escapes).
 _JSON_ESCAPE_FACTOR = 6
 
-Status = Literal["queued", "running", "passed", "failed", "error", "timeout", "compile_error", "rejected",
-                 "cancelled"]
 
 
 @dataclass(frozen=True)
@@ -124,8 +123,8 @@ _FORM_SCHEMA = {
     "required": ["problem", "file"],
     "properties": {
         "problem": {"type": "string", "examples": ["softmax"]},
-        "device": {"type": "string", "default": "cpu", "description": "cpu or cuda-<model>"},
-        "mode": {"type": "string", "default": "leaderboard", "enum": ["test", "benchmark", "leaderboard", "profile"]},
+        "device": {"type": "string", "default": CPU_QUEUE, "description": "cpu or cuda-<model>"},
+        "mode": {"type": "string", "default": Mode.leaderboard.value, "enum": list(MODES)},
         "file": {"type": "string", "format": "binary", "description": "The kernel's Python source (UTF-8)."},
     },
 }
@@ -167,14 +166,15 @@ def list_submissions(
     user: CurrentUser, session: SessionDep,
     problem: Annotated[str | None, Query(max_length=64)] = None,
     device: Annotated[str | None, Query(max_length=64)] = None,
-    status_: Annotated[Status | None, Query(alias="status")] = None,
+    status_: Annotated[SubmissionStatus | None, Query(alias="status")] = None,
     disqualified: Annotated[bool | None, Query(description="Only disqualified (true) or not (false).")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> list[SubmissionPublic]:
     """The caller's submissions, newest first, filtered by problem, device queue and verdict
     (``code`` and ``logs`` null: read one for them)."""
-    subs = submissions.list_for_user(session, user, problem=problem, device=device, status=status_,
+    subs = submissions.list_for_user(session, user, problem=problem, device=device,
+                                     status=status_.value if status_ else None,
                                      limit=limit, offset=offset, disqualified=disqualified)
     return [_public(sub, full=True, with_code=False) for sub in subs]
 

@@ -22,11 +22,12 @@ import os
 import sys
 import time
 from dataclasses import dataclass, fields
-from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
+
+from kernelrank import vocab
 
 if TYPE_CHECKING:
     import httpx
@@ -35,18 +36,11 @@ if TYPE_CHECKING:
     from kernelrank.runner.results import EvalResult
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-FINAL = ("passed", "failed", "error", "timeout", "compile_error", "rejected", "cancelled")
+FINAL = vocab.FINAL_STATUSES
 #: Seconds for one HTTP request (connect, read, write).
 REQUEST_TIMEOUT_S = 30.0
 #: Consecutive failed polls (server unreachable) tolerated while waiting for a verdict.
 POLL_RETRIES = 5
-
-
-class SubmitMode(str, Enum):
-    test = "test"
-    benchmark = "benchmark"
-    leaderboard = "leaderboard"
-    profile = "profile"
 
 
 class ClientError(Exception):
@@ -251,7 +245,8 @@ def eval_result(d: dict[str, Any]) -> "EvalResult":
     if not isinstance(d.get("logs"), dict):
         d.pop("logs", None)
     d["cases"] = [{k: v for k, v in c.items() if k in case_keys} for c in d.get("cases") or [] if isinstance(c, dict)]
-    for key, default in (("mode", ""), ("problem", ""), ("revision", ""), ("device", ""), ("status", "error")):
+    defaults = (("mode", ""), ("problem", ""), ("revision", ""), ("device", ""), ("status", vocab.Verdict.error.value))
+    for key, default in defaults:
         d.setdefault(key, default)
     return EvalResult.from_dict(d)
 
@@ -270,15 +265,15 @@ def submission_view(sub: dict[str, Any]) -> Any:
     from kernelrank.cli.render import format_ns, result_view
 
     parts: list[Any] = []
-    public = _run_of(sub, "public")
+    public = _run_of(sub, vocab.RunKind.public)
     if public and isinstance(public.get("result"), dict):
         parts.append(result_view(eval_result(public["result"])))
-    if sub.get("mode") == "leaderboard":
-        secret = _run_of(sub, "secret")
+    if sub.get("mode") == vocab.Mode.leaderboard:
+        secret = _run_of(sub, vocab.RunKind.secret)
         if secret is None:
             parts.append(Text("secret-seed run: not run"))
         else:
-            msg = (secret.get("result") or {}).get("message", "") if secret.get("status") != "passed" else ""
+            msg = (secret.get("result") or {}).get("message", "") if secret.get("status") != vocab.Verdict.passed else ""
             parts.append(Text.assemble(("secret-seed run: ", "bold"),
                                        (str(secret.get("status")), _style(secret.get("status"))),
                                        f"  {msg}" if msg else ""))
@@ -289,7 +284,7 @@ def submission_view(sub: dict[str, Any]) -> Any:
                          f"  ({sub.get('problem')}, {sub.get('mode')}, {sub.get('device')}, {sub.get('language')})")
     if sub.get("ranked"):
         line.append(f"  ranked with score {format_ns(sub.get('score_ns'))}")
-    elif sub.get("mode") == "leaderboard" and status in FINAL:
+    elif sub.get("mode") == vocab.Mode.leaderboard and status in FINAL:
         line.append("  not ranked")
     parts.append(line)
     if sub.get("message") and not public:
@@ -298,8 +293,9 @@ def submission_view(sub: dict[str, Any]) -> Any:
 
 
 def _style(status: Any) -> str:
-    return {"passed": "bold green", "timeout": "bold yellow", "compile_error": "bold magenta",
-            "queued": "cyan", "running": "cyan", "cancelled": "yellow"}.get(str(status), "bold red")
+    S = vocab.SubmissionStatus
+    return {S.passed: "bold green", S.timeout: "bold yellow", S.compile_error: "bold magenta",
+            S.queued: "cyan", S.running: "cyan", S.cancelled: "yellow"}.get(str(status), "bold red")
 
 
 def leaderboard_table(board: dict[str, Any]) -> Any:
@@ -353,7 +349,7 @@ class _Progress:
             self.console.print(f"  [{_style(state)}]{state}[/]")
         for case in progress.get("cases") or []:
             if isinstance(case, dict):
-                self._case(str(progress.get("run", "public")), case)
+                self._case(str(progress.get("run", vocab.RunKind.public.value)), case)
         for run in sub.get("runs") or []:
             result = run.get("result") if isinstance(run.get("result"), dict) else {}
             for case in result.get("cases") or []:
@@ -396,8 +392,8 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print exactly one JSON ob
 def submit_command(
     problem: Annotated[str, typer.Argument(help="Problem name (see GET /api/v1/problems).")],
     file: Annotated[Path, typer.Argument(help="Submission: a Python file defining custom_kernel(data).")],
-    device: Annotated[str, typer.Option(help="Device queue: cpu, or cuda-<model> (e.g. cuda-h100).")] = "cpu",
-    mode: Annotated[SubmitMode, typer.Option(help="test | benchmark | leaderboard | profile.")] = SubmitMode.leaderboard,
+    device: Annotated[str, typer.Option(help="Device queue: cpu, or cuda-<model> (e.g. cuda-h100).")] = vocab.CPU_QUEUE,
+    mode: Annotated[str, typer.Option(help=" | ".join(vocab.MODES) + ".")] = vocab.Mode.leaderboard.value,
     server: ServerOpt = None,
     token: TokenOpt = None,
     as_json: JsonOpt = False,
@@ -407,6 +403,11 @@ def submit_command(
     """Send FILE to the server to be judged on PROBLEM, wait for the verdict and show it."""
     from kernelrank.cli.render import make_console
 
+    if mode not in vocab.MODES:
+        raise _fail(ClientError(f"unknown mode {mode!r}; one of {', '.join(vocab.MODES)}", 2))
+    if not vocab.is_device_queue(device):
+        hint = " (the service names the GPU model: cuda-<model>, e.g. cuda-h100)" if device == vocab.LOCAL_CUDA else ""
+        raise _fail(ClientError(f"--device {device!r} is not a device queue: cpu or cuda-<model>{hint}", 2))
     try:
         raw = file.read_bytes()
     except OSError as e:
@@ -416,7 +417,7 @@ def submit_command(
         target = resolve_target(server, token)
         with ApiClient(target) as api:
             created = api.request("POST", "/submissions",
-                                  data={"problem": problem, "device": device, "mode": mode.value},
+                                  data={"problem": problem, "device": device, "mode": mode},
                                   files={"file": (file.name, raw, "text/x-python")})
             new_id = created.get("id") if isinstance(created, dict) else None
             if not isinstance(new_id, int):
@@ -426,7 +427,7 @@ def submit_command(
             if as_json:
                 sub = _wait(api, sub_id, timeout, None)
             else:
-                err.print(f"submitted {file.name} to {problem} on {device} ({mode.value}): submission #{sub_id}")
+                err.print(f"submitted {file.name} to {problem} on {device} ({mode}): submission #{sub_id}")
                 with err.status(f"submission #{sub_id}: queued") as status:
                     sub = _wait(api, sub_id, timeout, _Progress(err, status))
     except ClientError as e:
@@ -444,7 +445,7 @@ def submit_command(
     if sub.get("status") not in FINAL:
         err.print(f"[yellow]gave up after {timeout:g} s:[/] submission #{sub_id} is still {sub.get('status')}; "
                   f"it goes on (GET {target.server}/api/v1/submissions/{sub_id})")
-    raise typer.Exit(0 if sub.get("status") == "passed" else 1)
+    raise typer.Exit(0 if sub.get("status") == vocab.Verdict.passed else 1)
 
 
 def _wait(api: ApiClient, sub_id: int, timeout_s: float, progress: _Progress | None) -> dict[str, Any]:
@@ -456,7 +457,7 @@ def _wait(api: ApiClient, sub_id: int, timeout_s: float, progress: _Progress | N
     """
     start = time.monotonic()
     failures = 0
-    sub: dict[str, Any] = {"id": sub_id, "status": "queued"}
+    sub: dict[str, Any] = {"id": sub_id, "status": vocab.SubmissionStatus.queued.value}
     while True:
         waited = time.monotonic() - start
         try:
@@ -479,7 +480,7 @@ def _wait(api: ApiClient, sub_id: int, timeout_s: float, progress: _Progress | N
 
 def leaderboard_command(
     problem: Annotated[str, typer.Argument(help="Problem name.")],
-    device: Annotated[str, typer.Option(help="Device queue: cpu, or cuda-<model>.")] = "cpu",
+    device: Annotated[str, typer.Option(help="Device queue: cpu, or cuda-<model>.")] = vocab.CPU_QUEUE,
     revision: Annotated[Optional[str], typer.Option(
         help="An earlier revision's board: its hash or a 6+ digit prefix (default: the current revision).")] = None,
     server: ServerOpt = None,

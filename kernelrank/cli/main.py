@@ -1,18 +1,21 @@
 """The ``kernelrank`` command: ``eval`` a kernel locally, list and show ``problems``.
 
-Exit status: 0 when the evaluation passed, 1 for any other verdict, 2 for a usage error
-(unknown problem, unreadable file, bad option).
+Exit status: 0 when the evaluation passed, 1 for any other verdict (a broken problem definition
+included: verdict ``error``), 2 for a usage error (unknown problem, unreadable file, bad mode or
+device). With ``--json``, ``eval`` prints exactly one JSON object on stdout for every outcome:
+the result, or for a usage error or a broken problem an object of the same shape with status
+``error``, the reason in ``message`` and no cases.
 """
 
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from kernelrank import vocab
 from kernelrank.problems import ProblemError, list_problem_names, load_all, load_problem
 
 app = typer.Typer(help="KernelRank: judge and time GPU kernels against a problem's reference.",
@@ -25,19 +28,6 @@ from kernelrank.cli.import_cmd import import_app as _import_app  # noqa: E402 - 
 problems_app.add_typer(_import_app, name="import")
 
 
-class ModeOpt(str, Enum):
-    test = "test"
-    benchmark = "benchmark"
-    leaderboard = "leaderboard"
-    profile = "profile"
-
-
-class DeviceOpt(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
-
-
 def _usage_error(message: str) -> typer.Exit:
     from kernelrank.cli.render import make_console
 
@@ -45,13 +35,51 @@ def _usage_error(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+class _EvalRefused(Exception):
+    """``eval`` cannot judge: ``exit_code`` 2 (usage error) or 1 (broken problem: verdict ``error``)."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.message, self.exit_code = message, exit_code
+
+
+def local_device(device: str, detected: str, gpu_queue: str | None) -> str:
+    """The harness device class for ``kernelrank eval --device DEVICE``: ``auto`` (the GPU when
+    torch sees one), ``cpu``, ``cuda`` (the local shorthand for this machine's GPU) or a device
+    queue ``cuda-<model>``, which must be this machine's GPU (``gpu_queue``).
+
+    Raises:
+        ValueError: not one of those, or a GPU this machine does not have.
+    """
+    if device == vocab.AUTO:
+        return detected
+    if device == vocab.LOCAL_CUDA or (vocab.is_device_queue(device) and vocab.device_class(device) == "cuda"):
+        if detected != vocab.DeviceClass.cuda:
+            raise ValueError(f"--device {device}: torch sees no CUDA device on this machine (use --device cpu)")
+        if device != vocab.LOCAL_CUDA and device != gpu_queue:
+            raise ValueError(f"--device {device}: this machine's GPU is {gpu_queue} (or use --device cuda)")
+        return vocab.DeviceClass.cuda.value
+    if device == vocab.CPU_QUEUE:
+        return vocab.DeviceClass.cpu.value
+    raise ValueError(f"unknown device {device!r}: cpu, cuda (this machine's GPU), cuda-<model> or auto")
+
+
+def _gpu_queue() -> str | None:
+    import torch
+
+    return vocab.gpu_queue_name(torch.cuda.get_device_name(0)) if torch.cuda.is_available() else None
+
+
 @app.command("eval")
 def eval_command(
     problem: Annotated[str, typer.Argument(help="Problem name (see `kernelrank problems list`).")],
     file: Annotated[Path, typer.Argument(help="Submission: a Python file defining custom_kernel(data).")],
-    mode: Annotated[ModeOpt, typer.Option(help="test | benchmark | leaderboard | profile.")] = ModeOpt.test,
-    device: Annotated[DeviceOpt, typer.Option(help="cpu | cuda | auto (cuda when available).")] = DeviceOpt.auto,
-    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout.")] = False,
+    mode: Annotated[str, typer.Option(help=" | ".join(vocab.MODES) + ".")] = vocab.Mode.test.value,
+    device: Annotated[str, typer.Option(
+        help="cpu | cuda (this machine's GPU) | cuda-<model> (a device queue, e.g. cuda-h100: must be this "
+             "machine's GPU) | auto (cuda when available).")] = vocab.AUTO,
+    as_json: Annotated[bool, typer.Option("--json", help="Print exactly one JSON object on stdout, whatever the "
+                                                         "outcome (status error and a message when it cannot judge).")] = False,
     threads: Annotated[int, typer.Option(help="CPU threads for the kernel (0: all cores).", min=0)] = 0,
     trace_dir: Annotated[Optional[Path], typer.Option(help="Profile mode: where to write the Chrome trace.")] = Path("."),
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-time the reference instead of using cached timings.")] = False,
@@ -60,19 +88,35 @@ def eval_command(
     from kernelrank.cli.render import make_console, result_view
     from kernelrank.runner.devices import detect_device
     from kernelrank.runner.harness import EvalOptions, evaluate
+    from kernelrank.runner.results import EvalResult, Status
     from kernelrank.settings import get_settings
 
+    dev = device
     try:
-        spec = load_problem(problem).spec()
-    except ProblemError as e:
-        raise _usage_error(str(e)) from None
-    try:
-        source = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise _usage_error(f"cannot read {file}: {e}") from None
-    dev = detect_device() if device is DeviceOpt.auto else device.value
-    if dev == "cuda" and detect_device() != "cuda":
-        raise _usage_error("--device cuda: torch sees no CUDA device on this machine (use --device cpu)")
+        if mode not in vocab.MODES:
+            raise _EvalRefused(f"unknown mode {mode!r}; one of {', '.join(vocab.MODES)}", 2)
+        try:
+            detected = detect_device() if device != vocab.CPU_QUEUE else vocab.DeviceClass.cpu.value
+            dev = local_device(device, detected, _gpu_queue() if detected == "cuda" and device.startswith(
+                vocab.CUDA_QUEUE_PREFIX) else None)
+        except ValueError as e:
+            raise _EvalRefused(str(e), 2) from None
+        if problem not in list_problem_names():
+            known = ", ".join(list_problem_names()) or "none"
+            raise _EvalRefused(f"unknown problem {problem!r} (known: {known})", 2)
+        try:
+            source = file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as e:
+            raise _EvalRefused(f"cannot read {file}: {e}", 2) from None
+        try:
+            spec = load_problem(problem).spec()
+        except ProblemError as e:  # a broken problem.yaml or reference folder
+            raise _EvalRefused(f"problem {problem!r} is broken: {e}", 1) from None
+    except _EvalRefused as e:
+        if as_json:
+            refused = EvalResult(Status.error, mode, problem, "", dev, message=e.message)
+            typer.echo(json.dumps(refused.to_dict(), allow_nan=False, default=str))
+        raise (_usage_error(e.message) if e.exit_code == 2 else _broken(e.message)) from None
     settings = get_settings()
     options = EvalOptions(
         threads=threads or settings.cpu_threads,
@@ -82,21 +126,37 @@ def eval_command(
         trace_dir=trace_dir,
     )
     err = make_console(stderr=True)
+    try:
+        if as_json:
+            result = evaluate(spec, source, mode, dev, options)
+        else:
+            with err.status(f"{problem}: {mode} on {dev}: starting") as status:
+                def on_event(e: dict) -> None:
+                    if e["event"] == "phase":
+                        status.update(f"{problem}: {mode} on {dev}: {e['phase']}")
+                    elif e["event"] == "case":
+                        c = e["case"]
+                        err.print(f"  {'[green]pass[/]' if c.passed else '[red]FAIL[/]'} {c.label}")
+
+                result = evaluate(spec, source, mode, dev, options, on_event)
+    except Exception as e:  # noqa: BLE001 - the reference or the judge failed: a verdict, never a traceback
+        message = (f"problem {problem!r} is broken: {e}" if isinstance(e, ProblemError)
+                   else f"the judge could not evaluate this submission: {type(e).__name__}: {e}")
+        result = EvalResult(Status.error, mode, problem, spec.revision, dev, message=message)
+        if not as_json:
+            raise _broken(message) from None
     if as_json:
-        result = evaluate(spec, source, mode.value, dev, options)
         typer.echo(json.dumps(result.to_dict(), allow_nan=False, default=str))
     else:
-        with err.status(f"{problem}: {mode.value} on {dev}: starting") as status:
-            def on_event(e: dict) -> None:
-                if e["event"] == "phase":
-                    status.update(f"{problem}: {mode.value} on {dev}: {e['phase']}")
-                elif e["event"] == "case":
-                    c = e["case"]
-                    err.print(f"  {'[green]pass[/]' if c.passed else '[red]FAIL[/]'} {c.label}")
-
-            result = evaluate(spec, source, mode.value, dev, options, on_event)
         make_console().print(result_view(result))
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _broken(message: str) -> typer.Exit:
+    from kernelrank.cli.render import make_console
+
+    make_console(stderr=True).print(f"[red]error:[/] {message}")
+    return typer.Exit(1)
 
 
 @problems_app.command("list")

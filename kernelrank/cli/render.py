@@ -13,6 +13,7 @@ from rich.text import Text
 
 from kernelrank.problems import DEVICE_CLASSES, Problem
 from kernelrank.runner.results import CaseResult, EvalResult, Status
+from kernelrank.vocab import MODES
 
 _STATUS_STYLE = {
     Status.passed: "bold green",
@@ -77,10 +78,10 @@ def problem_detail(problem: Problem) -> Group:
     for dtype, t in d.tolerances.items():
         tol.add_row(dtype, f"{t.atol:g}", f"{t.rtol:g}")
     budgets = Table(title="Time budgets (s of wall time)")
-    for col in ("compile", "test", "benchmark", "leaderboard", "profile"):
+    for col in ("compile", *MODES):
         budgets.add_column(col, justify="right")
     b = d.budgets
-    budgets.add_row(*[f"{getattr(b, m):g}" for m in ("compile", "test", "benchmark", "leaderboard", "profile")])
+    budgets.add_row(*[f"{getattr(b, m):g}" for m in ("compile", *MODES)])
     parts: list[Any] = [
         Panel(Markdown(d.description), title=f"{d.title} ({problem.name}, revision {problem.revision[:12]})"),
         contract,

@@ -11,17 +11,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from enum import Enum
 from typing import Annotated, Optional
 from urllib.parse import urlsplit
 
 import typer
 
-
-class RunnerDevice(str, Enum):
-    auto = "auto"
-    cpu = "cpu"
-    cuda = "cuda"
+from kernelrank import vocab
 
 
 def mask_url(url: str) -> str:
@@ -53,32 +48,34 @@ def gpu_name(timeout: float = 120.0) -> str | None:
     return name or None
 
 
-def choose_queue(device: RunnerDevice, queue: str | None) -> str:
-    """The queue to consume: ``queue`` when given (checked against ``device``), else ``cpu`` or the
-    GPU model's queue.
+def choose_queue(device: str, queue: str | None = None) -> str:
+    """The queue to consume. ``device`` is a device queue (``cpu``, ``cuda-<model>``), ``cuda``
+    (this machine's GPU's queue) or ``auto`` (the GPU's queue when one is visible, else ``cpu``).
+    ``queue`` is the older spelling of a device queue (``--queue``), checked against ``device``.
 
     Raises:
         typer.BadParameter: not a device queue, a queue of another device class, or ``cuda``
             without a CUDA device.
     """
-    from kernelrank.queue import device_class, gpu_queue_name
-
     if queue:
         try:
-            cls = device_class(queue)
+            cls = vocab.device_class(queue)
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="--queue") from None
-        if device is not RunnerDevice.auto and device.value != cls:
-            raise typer.BadParameter(f"queue {queue!r} is for {cls} runners, not {device.value}", param_hint="--queue")
+        if device not in (vocab.AUTO, cls, queue):
+            raise typer.BadParameter(f"queue {queue!r} is for {cls} runners, not {device}", param_hint="--queue")
         return queue
-    if device is RunnerDevice.cpu:
-        return "cpu"
+    if vocab.is_device_queue(device):
+        return device
+    if device not in (vocab.AUTO, vocab.LOCAL_CUDA):
+        raise typer.BadParameter(f"{device!r} is not a device queue: cpu, cuda-<model> (e.g. cuda-h100), "
+                                 "cuda (this machine's GPU) or auto", param_hint="--device")
     name = gpu_name()
     if name is None:
-        if device is RunnerDevice.cuda:
+        if device == vocab.LOCAL_CUDA:
             raise typer.BadParameter("torch sees no CUDA device on this machine (use --device cpu)", param_hint="--device")
-        return "cpu"
-    return gpu_queue_name(name)
+        return vocab.CPU_QUEUE
+    return vocab.gpu_queue_name(name)
 
 
 def worker_argv(queue: str, loglevel: str = "INFO") -> list[str]:
@@ -93,8 +90,11 @@ def worker_argv(queue: str, loglevel: str = "INFO") -> list[str]:
 
 
 def runner(
-    device: Annotated[RunnerDevice, typer.Option(help="cpu | cuda | auto (cuda when a GPU is visible).")] = RunnerDevice.auto,
-    queue: Annotated[Optional[str], typer.Option(help="Queue to consume (default: cpu, or cuda-<model> of this GPU).")] = None,
+    device: Annotated[str, typer.Option(
+        help="Device queue to consume: cpu | cuda-<model> (e.g. cuda-h100) | cuda (this GPU's queue) | auto "
+             "(this GPU's queue when one is visible, else cpu).")] = vocab.AUTO,
+    queue: Annotated[Optional[str], typer.Option(help="Older spelling of --device with a device queue.",
+                                                 hidden=True)] = None,
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
 ) -> None:
     """Judge submissions from one device queue until stopped (Ctrl-C)."""

@@ -27,6 +27,7 @@ from kernelrank.db.models import Runner, Submission, utcnow
 from kernelrank.queue import job_time_limit
 from kernelrank.services.problems import definition
 from kernelrank.services.submissions import FINAL, job_message
+from kernelrank.vocab import SubmissionStatus, Verdict
 
 
 @dataclass(frozen=True)
@@ -89,14 +90,14 @@ def start_attempt(session: Session, submission_id: int, runner: str, max_attempt
     if attempt is not None and int(attempt) != sub.attempt:
         return StartDecision(False, f"the job is for attempt {attempt} of submission {submission_id}, "
                                     f"which was requeued (attempt {sub.attempt})")
-    if (sub.status == "running" and sub.runner and sub.runner != runner
+    if (sub.status == SubmissionStatus.running and sub.runner and sub.runner != runner
             and runner_alive(session, sub.runner, runner_lost_s)):
         return StartDecision(False, f"submission {submission_id} is running on {sub.runner}")
     if sub.attempts >= max_attempts:
         _fail(sub, died_message(sub.attempts))
         return StartDecision(False, sub.message)
     sub.attempts += 1
-    sub.status = "running"
+    sub.status = SubmissionStatus.running.value
     sub.runner = runner[:255]
     sub.started_at = utcnow()
     return StartDecision(True)
@@ -113,7 +114,7 @@ def sweep(session: Session, *, max_attempts: int, runner_lost_s: float, queued_l
     now = now or utcnow()
     report = SweepReport()
     lost_before = now - dt.timedelta(seconds=runner_lost_s)
-    running = session.scalars(select(Submission).where(Submission.status == "running")
+    running = session.scalars(select(Submission).where(Submission.status == SubmissionStatus.running.value)
                               .order_by(Submission.id).with_for_update(skip_locked=True))
     for sub in running:
         started = _aware(sub.started_at) if sub.started_at else None
@@ -131,7 +132,7 @@ def sweep(session: Session, *, max_attempts: int, runner_lost_s: float, queued_l
             report.requeued.append(_requeue(sub, now))
 
     queued_before = now - dt.timedelta(seconds=queued_lost_s)
-    stale = list(session.scalars(select(Submission).where(Submission.status == "queued")
+    stale = list(session.scalars(select(Submission).where(Submission.status == SubmissionStatus.queued.value)
                                  .order_by(Submission.id).with_for_update(skip_locked=True)))
     by_queue: dict[str, set[int] | None] = {}
     for sub in stale:
@@ -148,7 +149,7 @@ def sweep(session: Session, *, max_attempts: int, runner_lost_s: float, queued_l
 
 
 def _requeue(sub: Submission, now: dt.datetime) -> Job:
-    sub.status = "queued"
+    sub.status = SubmissionStatus.queued.value
     sub.dispatched_at = now
     rev = sub.problem_revision
     budgets = definition(rev).budgets.model_dump()
@@ -160,7 +161,7 @@ def _time_limit(sub: Submission) -> float:
 
 
 def _fail(sub: Submission, message: str) -> None:
-    sub.status = "error"
+    sub.status = Verdict.error.value
     sub.message = message
     sub.ranked = False
     sub.score_ns = None

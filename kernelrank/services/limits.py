@@ -29,11 +29,12 @@ from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Submission, User, utcnow
 from kernelrank.services import ServiceError
+from kernelrank.vocab import ACTIVE_STATUSES, SubmissionStatus
 
 #: Statuses that use up the hourly quota.
-COUNTED = ("queued", "running", "passed")
+COUNTED = (*ACTIVE_STATUSES, SubmissionStatus.passed.value)
 #: Statuses that use up a concurrent-job slot.
-ACTIVE = ("queued", "running")
+ACTIVE = ACTIVE_STATUSES
 #: The hourly quota's rolling window.
 WINDOW = dt.timedelta(hours=1)
 #: ``Retry-After`` (s) when the concurrency limit refuses a submission.

@@ -21,6 +21,7 @@ import sys
 from typing import Any, Callable
 
 from kernelrank.problems import ProblemSpec
+from kernelrank.vocab import DeviceClass, Mode, Verdict
 
 #: ``check(spec) -> None`` when the reference passes its own tests, else the reason (one message).
 ReferenceCheck = Callable[[ProblemSpec], "str | None"]
@@ -52,7 +53,7 @@ def check_reference(spec: ProblemSpec) -> str | None:
     except (IndexError, ValueError):
         tail = (err or "").strip().splitlines()[-1:] or ["no output"]
         return f"the reference check failed (exit status {proc.returncode}): {tail[0][:500]}"
-    if verdict.get("status") == "passed":
+    if verdict.get("status") == Verdict.passed:
         return None
     return f"{verdict.get('status', 'error')}: {str(verdict.get('message', ''))[:2000]}"
 
@@ -85,9 +86,9 @@ def _run(message: dict[str, Any]) -> dict[str, Any]:
         options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir, cache_dir=None,
                               log_limit=settings.log_limit_bytes, isolation=settings.runner_isolation,
                               hidden_paths=(settings.data_dir.resolve(),))
-        result = evaluate(spec, reference_submission(spec), "test", "cpu", options)
+        result = evaluate(spec, reference_submission(spec), Mode.test.value, DeviceClass.cpu.value, options)
     except Exception as e:  # noqa: BLE001 - a broken reference is a verdict here, not a crash
-        return {"status": "error", "message": f"{type(e).__name__}: {e}"}
+        return {"status": Verdict.error.value, "message": f"{type(e).__name__}: {e}"}
     return {"status": result.status.value,
             "message": result.message}
 

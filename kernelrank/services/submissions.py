@@ -22,6 +22,7 @@ runs only (one per kind, as always).
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from typing import Any, Callable
 
@@ -30,14 +31,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Run, Submission, User, utcnow
-from kernelrank.problems import MODES
 from kernelrank.queue import device_class, job_time_limit
-from kernelrank.runner.results import Status  # torch-free: the verdicts' one definition
 from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
+from kernelrank.vocab import (FINAL_STATUSES, MODES, RUN_KINDS, VERDICTS, Mode, RunKind, SubmissionStatus, Verdict,
+                              run_kinds)
 
 #: Statuses after which nothing changes a submission: the runner's verdicts and a user's cancel.
-FINAL = frozenset({s.value for s in Status} | {"cancelled"})
+FINAL = FINAL_STATUSES
 LOG_LIMIT = 256 * 1024
 
 #: ``dispatch(job_message, queue, time_limit_s)``: sends the evaluation job (Celery by default).
@@ -87,7 +88,7 @@ def create_submission(session: Session, user: User, problem: str, device: str, m
     except ValueError as e:
         raise Invalid(str(e)) from None
     rev = current_revision(session, problem, include_hidden=sees_hidden(user))
-    if mode == "leaderboard" and not takes_ranked(rev.problem):
+    if mode == Mode.leaderboard and not takes_ranked(rev.problem):
         raise Conflict(f"problem {problem!r} closed at {deadline_of(rev.problem).isoformat()}: leaderboard "
                        "submissions are no longer taken (test, benchmark and profile runs still are)")
     if device not in served_devices:
@@ -97,7 +98,7 @@ def create_submission(session: Session, user: User, problem: str, device: str, m
     sub = Submission(
         user_id=user.id, problem_revision_id=rev.id, device=device, mode=mode, language=detect_language(code),
         filename=(filename or "submission.py")[:255], code=code, code_sha256=hashlib.sha256(raw).hexdigest(),
-        status="queued", dispatched_at=utcnow(),
+        status=SubmissionStatus.queued.value, dispatched_at=utcnow(),
     )
     session.add(sub)
     session.flush()
@@ -116,8 +117,8 @@ def job_message(sub: Submission, secret_seed: int) -> dict[str, Any]:
         "source": sub.code,
         "mode": sub.mode,
         "device": sub.device,
-        "runs": ["public", "secret"] if sub.mode == "leaderboard" else ["public"],
-        "secret_seed": secret_seed if sub.mode == "leaderboard" else None,
+        "runs": list(run_kinds(sub.mode)),
+        "secret_seed": secret_seed if sub.mode == Mode.leaderboard else None,
         "attempt": sub.attempt,
     }
 
@@ -127,7 +128,7 @@ def mark_started(session: Session, submission_id: int, runner: str) -> None:
     sub = session.get(Submission, submission_id)
     if sub is None or sub.status in FINAL:
         return
-    sub.status = "running"
+    sub.status = SubmissionStatus.running.value
     sub.runner = runner[:255]
     sub.started_at = sub.started_at or utcnow()
 
@@ -137,7 +138,9 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     """Store one run's result for the submission's current attempt, once: a second delivery of the
     same (submission, attempt, kind) is ignored, and so is a result for another ``attempt`` than
     the current one (a job of before a requeue; ``None``: a runner that does not say). Sets the
-    verdict when every expected run is in. Returns whether anything was written.
+    verdict when every expected run is in. Returns whether anything was written. A status that is
+    not a :data:`~kernelrank.vocab.VERDICTS` verdict is stored as ``error`` (saying so), a
+    ``score_ns`` that is not a finite number as ``None``.
 
     Raises:
         NotFound: unknown submission.
@@ -146,9 +149,9 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     sub = session.get(Submission, submission_id)
     if sub is None:
         raise NotFound(f"no submission {submission_id}")
-    if kind not in ("public", "secret"):
+    if kind not in RUN_KINDS:
         raise Invalid(f"unknown run kind {kind!r}")
-    if sub.status == "cancelled":
+    if sub.status == SubmissionStatus.cancelled:
         raise Conflict(f"submission {submission_id} was cancelled; its {kind} result is ignored")
     if sub.status in FINAL:  # e.g. ended by the sweeper: a late result changes nothing
         return False
@@ -159,8 +162,14 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
         return False
     logs = result.pop("logs", {}) or {}
     text = "".join(f"--- {k} ---\n{v}\n" for k, v in logs.items() if v)[:LOG_LIMIT]
-    run = Run(submission_id=submission_id, kind=kind, attempt=sub.attempt, status=str(result.get("status", "error")),
-              score_ns=result.get("score_ns"), result=result, logs=text, runner=runner[:255])
+    status = str(result.get("status"))
+    if status not in VERDICTS:  # a runner's report is data: an unknown verdict is the judge's error
+        status = Verdict.error.value
+        result["message"] = f"the runner reported an unknown verdict {str(result.get('status'))[:64]!r}"
+    score = result.get("score_ns")
+    run = Run(submission_id=submission_id, kind=kind, attempt=sub.attempt, status=status,
+              score_ns=score if isinstance(score, (int, float)) and math.isfinite(score) else None,
+              result=result, logs=text, runner=runner[:255])
     try:
         with session.begin_nested():
             session.add(run)
@@ -183,18 +192,19 @@ def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
 def _finish_if_complete(session: Session, sub: Submission) -> None:
     runs = {r.kind: r for r in session.scalars(select(Run).where(Run.submission_id == sub.id,
                                                                  Run.attempt == sub.attempt))}
-    expected = ["public", "secret"] if sub.mode == "leaderboard" else ["public"]
+    expected = run_kinds(sub.mode)
     if not all(k in runs for k in expected):
-        sub.status = "running" if sub.status not in FINAL else sub.status
+        sub.status = SubmissionStatus.running.value if sub.status not in FINAL else sub.status
         return
-    failing = [runs[k] for k in expected if runs[k].status != "passed"]
-    public = runs["public"]
+    failing = [runs[k] for k in expected if runs[k].status != Verdict.passed]
+    public = runs[RunKind.public]
     if failing:
         first = failing[0]
         sub.status = first.status
-        sub.message = ("secret-seed run: " if first.kind == "secret" else "") + str(first.result.get("message", ""))
+        prefix = "secret-seed run: " if first.kind == RunKind.secret else ""
+        sub.message = prefix + str(first.result.get("message", ""))
     else:
-        sub.status = "passed"
+        sub.status = Verdict.passed.value
         sub.message = str(public.result.get("message", ""))
     sub.speedup = public.result.get("speedup")
     head = headline_case(public.result) or {}
@@ -202,7 +212,7 @@ def _finish_if_complete(session: Session, sub: Submission) -> None:
     flagged = [runs[k] for k in expected if runs[k].result.get("needs_review")]
     sub.needs_review = bool(flagged) and not failing
     sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None
-    sub.ranked = (sub.mode == "leaderboard" and not failing and public.score_ns is not None
+    sub.ranked = (sub.mode == Mode.leaderboard and not failing and public.score_ns is not None
                   and sub.disqualified_at is None and takes_ranked(sub.problem_revision.problem, sub.created_at))
     sub.score_ns = public.score_ns if sub.ranked else None
     sub.finished_at = utcnow()
@@ -252,8 +262,8 @@ def cancel_submission(session: Session, viewer: User, submission_id: int) -> Sub
     sub = get_submission(session, submission_id)
     require_owner(viewer, sub)
     done = session.execute(
-        update(Submission).where(Submission.id == submission_id, Submission.status == "queued")
-        .values(status="cancelled", finished_at=utcnow(), message=f"cancelled by {viewer.name}")
+        update(Submission).where(Submission.id == submission_id, Submission.status == SubmissionStatus.queued.value)
+        .values(status=SubmissionStatus.cancelled.value, finished_at=utcnow(), message=f"cancelled by {viewer.name}")
         .execution_options(synchronize_session=False)
     ).rowcount
     session.refresh(sub)
@@ -316,7 +326,8 @@ def queued_counts(session: Session) -> dict[str, int]:
     """Submissions waiting (queued) per device: the queue depth users see."""
     from sqlalchemy import func
 
-    rows = session.execute(select(Submission.device, func.count()).where(Submission.status == "queued")
+    queued = Submission.status == SubmissionStatus.queued.value
+    rows = session.execute(select(Submission.device, func.count()).where(queued)
                            .group_by(Submission.device))
     return {d: n for d, n in rows}
 
@@ -389,7 +400,7 @@ def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: boo
     if sub.status not in FINAL and not force:
         raise Conflict(f"submission {submission_id} is still {sub.status}; requeue it with force if its job is lost")
     sub.attempt += 1
-    sub.status, sub.message, sub.score_ns, sub.speedup, sub.ranked = "queued", "", None, None, False
+    sub.status, sub.message, sub.score_ns, sub.speedup, sub.ranked = SubmissionStatus.queued.value, "", None, None, False
     sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
     sub.needs_review, sub.review_reason = False, None
     sub.attempts, sub.dispatched_at = 0, utcnow()  # a new attempt gets its own bound of starts

@@ -34,6 +34,19 @@ def rate(value: float | None, unit: str) -> str:
     return f"{value:.3g} {unit}"
 
 
+def error_figure(value: float | str | None) -> str:
+    """A correctness figure (max abs or rel error) with 3 significant digits: ``"0.00123"``,
+    ``"inf"`` or ``"nan"`` (stored results write those as ``"Infinity"`` and ``"NaN"``:
+    :func:`kernelrank.runner.results.json_ready`); ``"—"`` when unknown or not a number."""
+    if value is None or isinstance(value, bool):
+        return "—"
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    return f"{number:.3g}"
+
+
 def when(value: dt.datetime | None) -> str:
     """A stored time as ``YYYY-MM-DD HH:MM UTC`` (SQLite returns naive UTC, Postgres aware)."""
     if value is None:
@@ -52,4 +65,4 @@ def iso(value: dt.datetime | None) -> str:
     return value.isoformat()
 
 
-FILTERS = {"duration": duration, "speedup": speedup, "rate": rate, "when": when, "iso": iso}
+FILTERS = {"duration": duration, "error_figure": error_figure, "speedup": speedup, "rate": rate, "when": when, "iso": iso}

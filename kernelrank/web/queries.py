@@ -14,6 +14,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Run, Runner, Submission
+from kernelrank.vocab import RunKind, SubmissionStatus
 
 #: Most points the best-score-over-time chart reads (newest ranked submissions win past this).
 MAX_HISTORY_POINTS = 20_000
@@ -39,7 +40,8 @@ def public_results(session: Session, submission_ids: list[int]) -> dict[int, dic
     if not submission_ids:
         return {}
     q = (select(Run.submission_id, Run.result).join(Submission, Submission.id == Run.submission_id)
-         .where(Run.submission_id.in_(submission_ids), Run.kind == "public", Run.attempt == Submission.attempt))
+         .where(Run.submission_id.in_(submission_ids), Run.kind == RunKind.public.value,
+                Run.attempt == Submission.attempt))
     return {sid: result or {} for sid, result in session.execute(q)}
 
 
@@ -52,7 +54,8 @@ def finished_since(session: Session, since: dt.datetime) -> dict[str, int]:
 
 def running_counts(session: Session) -> dict[str, int]:
     """Submissions a runner has started and not finished, per device."""
-    q = select(Submission.device, func.count()).where(Submission.status == "running").group_by(Submission.device)
+    running = Submission.status == SubmissionStatus.running.value
+    q = select(Submission.device, func.count()).where(running).group_by(Submission.device)
     return {device: n for device, n in session.execute(q)}
 
 

@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIXTURES, SUBMISSIONS
+from tests.conftest import FIXTURES, ROOT, SUBMISSIONS
 
 KERNELRANK = str(Path(sys.executable).parent / "kernelrank")
 
 
-def _run(*args: str, fixtures: bool = True, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="160")
+def _run(*args: str, fixtures: bool | Path = True, tmp: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``kernelrank ARGS`` from this checkout (``PYTHONPATH``), on the fixture problems (or on
+    ``fixtures/problems`` and ``fixtures/reference_kernels`` when ``fixtures`` is a folder)."""
+    env = dict(os.environ, COLUMNS="160", PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
     if fixtures:
-        env["KERNELRANK_PROBLEMS_DIR"] = str(FIXTURES / "problems")
-        env["KERNELRANK_REFERENCE_KERNELS_DIR"] = str(FIXTURES / "reference_kernels")
+        folder = fixtures if isinstance(fixtures, Path) else FIXTURES
+        env["KERNELRANK_PROBLEMS_DIR"] = str(folder / "problems")
+        env["KERNELRANK_REFERENCE_KERNELS_DIR"] = str(folder / "reference_kernels")
     return subprocess.run([KERNELRANK, *args], capture_output=True, text=True, env=env, timeout=600, cwd=tmp)
 
 
@@ -90,3 +93,53 @@ def test_cuda_without_a_gpu_is_a_usage_error() -> None:
     p = _run("eval", "double", str(SUBMISSIONS / "double_ok.py"), "--device", "cuda")
     assert p.returncode == 2
     assert "no CUDA device" in p.stderr
+
+
+BROKEN = FIXTURES / "broken"
+
+
+@pytest.mark.parametrize("problem, exit_code, reason", [
+    ("broken_import", 1, "reference for 'broken_import' failed to import: RuntimeError: this reference is broken on purpose"),
+    ("bad_yaml", 1, "cannot read YAML"),
+    ("no_such_problem", 2, "unknown problem 'no_such_problem'"),
+])
+def test_eval_json_is_one_object_when_the_problem_is_broken(problem: str, exit_code: int, reason: str) -> None:
+    p = _run("eval", problem, str(SUBMISSIONS / "double_ok.py"), "--device", "cpu", "--json", fixtures=BROKEN)
+    result = json.loads(p.stdout)  # the whole stdout is one JSON object: no traceback
+    assert p.returncode == exit_code, p.stderr
+    assert result["status"] == "error" and reason in result["message"]
+    assert result["problem"] == problem and result["cases"] == [] and "Traceback" not in p.stderr
+
+
+def test_eval_without_json_names_a_broken_reference_without_a_traceback() -> None:
+    p = _run("eval", "broken_import", str(SUBMISSIONS / "double_ok.py"), "--device", "cpu", fixtures=BROKEN)
+    assert p.returncode == 1
+    assert "failed to import: RuntimeError" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("args, reason", [
+    (("--mode", "fast"), "unknown mode 'fast'"),
+    (("--device", "gpu"), "unknown device 'gpu'"),
+    (("--device", "cuda-h100"), "--device cuda-h100"),
+])
+def test_eval_json_is_one_object_for_a_bad_option(args: tuple[str, ...], reason: str) -> None:
+    p = _run("eval", "double", str(SUBMISSIONS / "double_ok.py"), "--json", *args)
+    result = json.loads(p.stdout)
+    assert p.returncode == 2 and result["status"] == "error" and reason in result["message"]
+
+
+def test_eval_json_writes_non_finite_error_figures_as_strings(tmp_path: Path) -> None:
+    kernel = tmp_path / "inf.py"
+    kernel.write_text("import torch\n\ndef custom_kernel(data):\n    y = data[0] * 2\n    y[::2] = float('inf')\n"
+                      "    y[1] = float('nan')\n    return y\n")
+    p = _run("eval", "double", str(kernel), "--device", "cpu", "--json")
+    result = json.loads(p.stdout, parse_constant=_refuse)  # strict JSON: no bare Infinity or NaN
+    case = result["cases"][0]  # N=10: infinities at 0, 2, 4, 6, 8 and a NaN at 1; the first failing case
+    assert p.returncode == 1 and result["status"] == "failed"
+    assert case["max_abs_error"] == "NaN" and case["max_rel_error"] == "NaN"
+    assert case["nan_mismatches"] == 1 and case["inf_mismatches"] == 5 and case["mismatches"] == 6
+    assert "(1 NaN and 5 infinite differences); max abs error nan" in case["message"]
+
+
+def _refuse(token: str) -> None:
+    raise ValueError(f"not JSON: {token}")

@@ -12,7 +12,7 @@ import pytest
 import typer
 
 from kernelrank.cli import runner_cmd, serve
-from kernelrank.cli.runner_cmd import RunnerDevice, choose_queue, mask_url
+from kernelrank.cli.runner_cmd import choose_queue, mask_url
 
 
 def test_mask_url_hides_credentials() -> None:
@@ -25,18 +25,22 @@ def test_mask_url_hides_credentials() -> None:
 
 def test_queue_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(runner_cmd, "gpu_name", lambda: None)
-    assert choose_queue(RunnerDevice.cpu, None) == "cpu"
-    assert choose_queue(RunnerDevice.auto, None) == "cpu"
-    assert choose_queue(RunnerDevice.auto, "cuda-h100") == "cuda-h100"
+    assert choose_queue("cpu", None) == "cpu"
+    assert choose_queue("auto", None) == "cpu"
+    assert choose_queue("auto", "cuda-h100") == "cuda-h100"
     with pytest.raises(typer.BadParameter, match="no CUDA device"):
-        choose_queue(RunnerDevice.cuda, None)
+        choose_queue("cuda", None)
     with pytest.raises(typer.BadParameter, match="for cuda runners"):
-        choose_queue(RunnerDevice.cpu, "cuda-h100")
+        choose_queue("cpu", "cuda-h100")
     with pytest.raises(typer.BadParameter, match="not a device queue"):
-        choose_queue(RunnerDevice.auto, "control")
+        choose_queue("auto", "control")
     monkeypatch.setattr(runner_cmd, "gpu_name", lambda: "NVIDIA H100 80GB HBM3")
-    assert choose_queue(RunnerDevice.auto, None) == "cuda-h100"
-    assert choose_queue(RunnerDevice.cuda, None) == "cuda-h100"
+    assert choose_queue("auto", None) == "cuda-h100"
+    assert choose_queue("cuda", None) == "cuda-h100"
+    # --device takes a device queue, as submit and leaderboard do
+    assert choose_queue("cuda-a100") == "cuda-a100" and choose_queue("cpu") == "cpu"
+    with pytest.raises(typer.BadParameter, match="not a device queue"):
+        choose_queue("gpu")
 
 
 def test_gpu_name_asks_a_subprocess_and_finds_none_here() -> None:

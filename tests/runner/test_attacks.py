@@ -332,8 +332,6 @@ def _verdict_problems(meta: dict[str, str], attack: dict | None, correct: dict |
     return found
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
 def _param(path: Path):
     """An attack as a test case; one whose docstring names a ``Known gap:`` (a defence the harness
     does not have yet) is expected to fail, with that gap as the reason, until the defence lands."""
@@ -342,6 +340,8 @@ def _param(path: Path):
     return pytest.param(path, id=_attack_id(path), marks=marks)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("attack", [_param(a) for a in ATTACKS])
 def test_attack_never_ranks_and_leaves_no_trace(attack: Path, tmp_path: Path, reference_caches: Path) -> None:
     problem = attack.parent.parent.name

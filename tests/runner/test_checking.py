@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from kernelrank.runner.checking import check_output
@@ -83,5 +85,39 @@ def test_same_verdicts_as_torch_isclose_on_special_values() -> None:
             assert c.mismatches == int(bad.sum()), (dtype, trial)
             if c.mismatches:
                 assert c.first_mismatch == [int(bad.nonzero()[0, 0])]
-            finite = torch.isfinite(out - ref)
-            assert c.max_abs_error == float((out - ref).abs()[finite].max())
+            diff = (out - ref).abs()
+            finite = torch.isfinite(diff)
+            nan, inf = int((bad & diff.isnan()).sum()), int((bad & diff.isinf()).sum())
+            assert (c.nan_mismatches, c.inf_mismatches) == (nan, inf), (dtype, trial)
+            if nan:  # non-finite mismatches make the figure non-finite (they used to be left out)
+                assert math.isnan(c.max_abs_error)
+            elif inf:
+                assert c.max_abs_error == math.inf
+            else:
+                assert c.max_abs_error == float(diff[finite].max())
+
+
+def test_non_finite_mismatches_make_the_figures_non_finite_and_are_counted() -> None:
+    """An output half infinite is not "max abs error 0" (non-finite differences were left out)."""
+    ref = torch.randn(16000)
+    out = ref.clone()
+    out[::2] = float("inf")
+    c = check_output(out, ref, 1e-5, 1e-5)
+    assert not c.passed and c.mismatches == 8000 and c.inf_mismatches == 8000 and c.nan_mismatches == 0
+    assert c.max_abs_error == math.inf and c.max_rel_error == math.inf
+    assert "(0 NaN and 8000 infinite differences); max abs error inf, max rel error inf" in c.message
+    out[1] = float("nan")
+    c = check_output(out, ref, 1e-5, 1e-5)
+    assert c.mismatches == 8001 and c.nan_mismatches == 1 and c.inf_mismatches == 8000
+    assert math.isnan(c.max_abs_error) and math.isnan(c.max_rel_error)
+    assert "(1 NaN and 8000 infinite differences); max abs error nan" in c.message
+
+
+def test_finite_failure_figures_are_finite_and_count_no_non_finite() -> None:
+    ref = torch.tensor([1.0, float("inf"), float("nan"), 0.0])
+    out = torch.tensor([3.0, float("inf"), float("nan"), 0.0])  # the matching infinity and NaN count 0
+    c = check_output(out, ref, 1e-3, 1e-3)
+    assert (c.mismatches, c.nan_mismatches, c.inf_mismatches) == (1, 0, 0)
+    assert c.max_abs_error == 2.0 and c.max_rel_error == 2.0 and "infinite" not in c.message
+    c = check_output(torch.tensor([1.0, float("inf"), float("nan"), 0.5]), ref, 1e-3, 1e-3)
+    assert c.max_abs_error == 0.5 and c.max_rel_error == math.inf  # 0.5 where the reference is 0

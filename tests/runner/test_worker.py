@@ -120,8 +120,8 @@ def test_only_the_secret_run_gets_the_secret_seed(double: Problem, monkeypatch: 
     reports = Reports()
     worker.run_job(job(double, "def custom_kernel(data): return data", mode="leaderboard"), RUNNER, reports)
     assert seen == [("leaderboard", None), ("leaderboard", 1234)]
-    # a non-finite float becomes null: the result must be strict JSON for the database
-    assert reports.results()["secret"]["score_ns"] is None
+    # a non-finite float becomes "Infinity" (kernelrank.runner.results.json_ready): strict JSON for the database
+    assert reports.results()["secret"]["score_ns"] == "Infinity"
 
 
 def test_soft_time_limit_becomes_a_timeout_result(double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -213,6 +213,12 @@ def test_my_submissions_filters_and_pages(client: TestClient, world: World, brow
     assert ids("?status=passed") == [] and len(ids("?status=queued")) == 4
     assert ids("?device=cuda-h100") == []
     assert alice.get("/me/submissions?status=bogus").status_code == 422
+    from kernelrank.vocab import STATUSES
+
+    for status in STATUSES:  # every status filters, cancelled included (it answered 422)
+        assert alice.get(f"/me/submissions?status={status}").status_code == 200, status
+    page = alice.get("/me/submissions").text
+    assert all(f"<option>{status}</option>" in page for status in STATUSES)
     _insert_ranked("softmax", n_users=1, per_user=120)
     bulk = browser_for(None)
     sign_in(bulk, _token_for("user0000"))
@@ -409,3 +415,16 @@ def test_duration_units(ns: float | None, text: str) -> None:
     from kernelrank.web.format import duration
 
     assert duration(ns) == text
+
+
+def test_submission_page_shows_non_finite_error_figures(client: TestClient, world: World, browser_for) -> None:
+    """Stored results write inf and NaN as "Infinity" and "NaN"; the page shows them, it does not fail."""
+    from tests.api.conftest import submit
+
+    sid = submit(client, world.tokens["alice"], "softmax", mode="test").json()["id"]
+    case = {"kind": "test", "index": 0, "spec": {"N": 1}, "passed": False, "message": "6 of 10 values outside",
+            "max_abs_error": "Infinity", "max_rel_error": "NaN", "mismatches": 6, "nan_mismatches": 1,
+            "inf_mismatches": 5}
+    record(sid, "public", {"status": "failed", "message": "bad", "cases": [case]})
+    r = browser_for("alice").get(f"/submissions/{sid}")
+    assert r.status_code == 200 and "<td>inf</td>" in r.text and "<td>nan</td>" in r.text

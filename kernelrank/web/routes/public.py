@@ -15,6 +15,7 @@ from kernelrank.db.models import ProblemRevision, User, utcnow
 from kernelrank.problems import Case
 from kernelrank.queue import device_class
 from kernelrank.services import Invalid, NotFound, leaderboard, problems, runners, submissions
+from kernelrank.vocab import CPU_QUEUE, MODES
 from kernelrank.web import charts, queries
 from kernelrank.web.deps import PageUser, render
 
@@ -39,7 +40,7 @@ def visible_revisions(session: Session, user: User | None) -> list[ProblemRevisi
 def devices_for(served: set[str], ranked: Iterable[str]) -> list[str]:
     """The boards a problem page shows, sorted: ``cpu``, every device ``served`` now, and every
     device with a ranked entry."""
-    return sorted({"cpu"} | served | set(ranked))
+    return sorted({CPU_QUEUE} | served | set(ranked))
 
 
 def case_label(case: Case) -> str:
@@ -78,7 +79,7 @@ def problem_page(name: str, request: Request, session: SessionDep, settings: Set
     return render(request, "problem.html", user, rev=rev, d=d, boards=shown, served=sorted(served),
                   state=problems.state_of(rev.problem), deadline=problems.deadline_of(rev.problem),
                   revisions=problems.list_revisions(session, name, include_hidden=hidden),
-                  templates_=sorted((rev.templates or {}).keys()), modes=("test", "benchmark", "leaderboard", "profile"))
+                  templates_=sorted((rev.templates or {}).keys()), modes=MODES)
 
 
 @router.get("/problems/{name}/templates/{filename}")

@@ -18,17 +18,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from kernelrank.api.deps import DispatchDep, SessionDep, SettingsDep
 from kernelrank.api.routes.submissions import _public as public_view
-from kernelrank.problems import MODES
 from kernelrank.services import Invalid, TooLarge, problems, runners, submissions
-from kernelrank.services.submissions import FINAL
 from kernelrank.web.deps import PageUser, check_csrf, render
+from kernelrank.vocab import CPU_QUEUE, FINAL_STATUSES as FINAL, MODES, STATUSES, Mode
 from kernelrank.web.signin import signin_redirect
 
 router = APIRouter(include_in_schema=False)
 
 #: Rows per page of "My submissions".
 PAGE_SIZE = 50
-STATUSES = ("queued", "running", "passed", "failed", "error", "timeout", "compile_error", "rejected")
 
 
 def _view(session, sub, user) -> dict[str, Any]:
@@ -59,7 +57,7 @@ async def submit(name: str, request: Request, session: SessionDep, settings: Set
         raise Invalid(f"malformed form: {e.detail}") from None
     try:
         check_csrf(request, str(form.get("csrf") or ""))
-        device, mode = str(form.get("device") or "cpu"), str(form.get("mode") or "leaderboard")
+        device, mode = str(form.get("device") or CPU_QUEUE), str(form.get("mode") or Mode.leaderboard.value)
         upload, pasted = form.get("file"), str(form.get("code") or "")
         raw, filename = b"", "submission.py"
         if isinstance(upload, UploadFile) and upload.filename:

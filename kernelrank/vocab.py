@@ -1,0 +1,150 @@
+"""The words every layer shares, defined once: submission statuses, verdicts, modes, run kinds
+and device queues. The API's schemas, the pages, the CLI, the metrics, the limits and the
+runner's results import them from here instead of spelling them (they had drifted: filtering
+"My submissions" by ``cancelled`` was refused). The values are the ones stored in the database.
+
+This module imports nothing but the standard library (no torch, no web or database code): the
+child process that runs submitted code may import it too.
+
+Device vocabulary:
+
+- a **device class** is what the harness judges on: ``cpu`` or ``cuda``;
+- a **device queue** is where a submission's job goes and what a leaderboard is for: ``cpu``, or
+  ``cuda-<model>`` per GPU model (``cuda-h100``; :func:`gpu_queue_name`);
+- ``cuda`` alone is the local-evaluation shorthand for "this machine's GPU"
+  (``kernelrank eval --device cuda``, ``kernelrank runner --device cuda``); the service's queues
+  always name the model.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    """The verdict of an evaluation (a run), and of a finished submission.
+
+    - ``passed``: every checked output matched the reference (and, when timed, timing succeeded);
+    - ``failed``: an output was wrong (values, shape, dtype, device or type);
+    - ``error``: the submission raised, exited or crashed (runtime error), or the problem or the
+      judge was broken;
+    - ``timeout``: it ran past its time budget and was killed;
+    - ``compile_error``: it failed to load or build (Python syntax, C++/CUDA or Triton compile);
+    - ``rejected``: it broke the protocol or the trust rules (e.g. timing claims the judge's wall
+      clock cannot support, malformed answers, threads or processes left running after a call,
+      functions of the harness or torch replaced), or it was not run because the isolation the
+      evaluation requires is not available.
+
+    An output that shares memory with an input or with the previous call's output ``failed``.
+    """
+
+    passed = "passed"
+    failed = "failed"
+    error = "error"
+    timeout = "timeout"
+    compile_error = "compile_error"
+    rejected = "rejected"
+
+
+class SubmissionStatus(StrEnum):
+    """A submission's status: ``queued`` -> ``running`` -> a :class:`Verdict`; or ``cancelled``
+    (by its owner or an admin while queued)."""
+
+    queued = "queued"
+    running = "running"
+    passed = "passed"
+    failed = "failed"
+    error = "error"
+    timeout = "timeout"
+    compile_error = "compile_error"
+    rejected = "rejected"
+    cancelled = "cancelled"
+
+
+#: Every verdict, in :class:`Verdict`'s order.
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
+#: Every submission status, in :class:`SubmissionStatus`'s order.
+STATUSES: tuple[str, ...] = tuple(s.value for s in SubmissionStatus)
+#: Statuses after which nothing changes a submission: the verdicts and a user's cancel.
+FINAL_STATUSES: frozenset[str] = frozenset(VERDICTS) | {SubmissionStatus.cancelled.value}
+#: Statuses of a submission whose job is still to be done (it holds a concurrency slot).
+ACTIVE_STATUSES: tuple[str, ...] = (SubmissionStatus.queued.value, SubmissionStatus.running.value)
+
+
+class Mode(StrEnum):
+    """What an evaluation does: ``test`` (correctness only), ``benchmark`` (and timing),
+    ``leaderboard`` (timed on fresh inputs, public and secret runs, ranked) or ``profile``."""
+
+    test = "test"
+    benchmark = "benchmark"
+    leaderboard = "leaderboard"
+    profile = "profile"
+
+
+#: Every mode, in :class:`Mode`'s order.
+MODES: tuple[str, ...] = tuple(m.value for m in Mode)
+#: Modes that time the submission against the reference.
+TIMED_MODES: tuple[str, ...] = (Mode.benchmark.value, Mode.leaderboard.value)
+
+
+class RunKind(StrEnum):
+    """One evaluation of a submission: ``public`` (every mode, the problem's seeds) and
+    ``secret`` (leaderboard mode, seeds the author never sees)."""
+
+    public = "public"
+    secret = "secret"
+
+
+#: Every run kind.
+RUN_KINDS: tuple[str, ...] = tuple(k.value for k in RunKind)
+
+
+def run_kinds(mode: str) -> tuple[str, ...]:
+    """The runs a submission in ``mode`` gets: public and secret in leaderboard mode, else public."""
+    return RUN_KINDS if mode == Mode.leaderboard else (RunKind.public.value,)
+
+
+class DeviceClass(StrEnum):
+    """What the harness judges on: the CPU or a CUDA GPU."""
+
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+#: Every device class.
+DEVICE_CLASSES: tuple[str, ...] = tuple(d.value for d in DeviceClass)
+#: The CPU's device queue.
+CPU_QUEUE = "cpu"
+#: Prefix of a GPU model's device queue (``cuda-h100``).
+CUDA_QUEUE_PREFIX = "cuda-"
+#: The local-evaluation shorthand for this machine's GPU (never a service queue).
+LOCAL_CUDA = "cuda"
+#: ``--device auto``: the GPU when one is visible, else the CPU (local commands only).
+AUTO = "auto"
+_QUEUE_NAME = re.compile(r"^(cpu|cuda-[a-z0-9-]{1,48})$")
+
+
+def is_device_queue(name: str) -> bool:
+    """Whether ``name`` is a device queue: ``cpu`` or ``cuda-<model>`` (lower-case letters,
+    digits and dashes, at most 48)."""
+    return bool(_QUEUE_NAME.match(name))
+
+
+def device_class(queue: str) -> str:
+    """The device class of a device queue: ``cpu`` -> ``cpu``, ``cuda-*`` -> ``cuda``.
+
+    Raises:
+        ValueError: not a device queue name.
+    """
+    if not is_device_queue(queue):
+        raise ValueError(f"{queue!r} is not a device queue (cpu or cuda-<model>, e.g. cuda-h100)")
+    return DeviceClass.cpu.value if queue == CPU_QUEUE else DeviceClass.cuda.value
+
+
+def gpu_queue_name(gpu_name: str) -> str:
+    """Queue of a GPU model: ``"NVIDIA H100 80GB HBM3"`` -> ``"cuda-h100"``; unknown models get a slug."""
+    lowered = gpu_name.lower()
+    m = re.search(r"\b([abhlt]\d{1,3}|b\d{3}|gh\d{3}|rtx ?\d{4}|mi\d{3}x?|v100|p100)\b", lowered)
+    slug = m.group(1).replace(" ", "") if m else re.sub(r"[^a-z0-9]+", "-", lowered.removeprefix("nvidia ")).strip("-")
+    return f"{CUDA_QUEUE_PREFIX}{slug[:48]}"
