@@ -261,6 +261,8 @@ class SubmissionProcess:
         self.watch = ProcessWatch(self.pid, self.plan.uid)  # now in its network namespace
         self.isolation = isolation.measure(self.pid, self.plan)
         self.isolation["containment"] = self.containment
+        # which path started the child: forked from the runner's zygote, or a new interpreter
+        self.isolation["start"] = "warm" if self.warm else "cold"
         if self.group is not None:
             self.isolation["cgroup_limits"] = dict(self.group.limits)
         self.isolation["cleanup"] = ("by cgroup" if self.group is not None else "by sandbox uid"

@@ -103,3 +103,30 @@ def test_torch_compile_works_in_the_sandbox(roomy, options) -> None:
 def test_triton_interpreter_works_in_the_sandbox(double, options) -> None:
     r = evaluate(double.spec(), TRITON, "test", "cpu", options)
     assert r.status.value == "passed", f"{r.message}\n{r.logs['stderr'][-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_judges_build_the_precompiled_header_one_at_a_time() -> None:
+    """Two judges on one machine (a runner and a local ``kernelrank eval``) must not build the
+    header over each other: while one holds the lock, another judge's preparation waits."""
+    import fcntl
+    import os
+    import threading
+    import time
+
+    from kernelrank.runner import isolation
+
+    assert isolation.prepare_precompiled_header() == "ok"  # built (or found) before the race
+    fd = os.open(isolation.pch_lock_path(), os.O_RDONLY)
+    done: list[str] = []
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        other = threading.Thread(target=lambda: done.append(isolation.prepare_precompiled_header()))
+        other.start()
+        time.sleep(1.0)
+        assert other.is_alive() and not done, "a second judge checked the header while another held the lock"
+    finally:
+        os.close(fd)
+    other.join(600)
+    assert done == ["ok"]

@@ -47,8 +47,9 @@ def test_warm_children_pass_and_are_isolated_like_cold_ones(double, options, war
     cold = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", options)
     hot = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", warm)
     assert cold.status is hot.status is Status.passed, (cold.message, hot.message)
-    same = lambda iso: {k: v for k, v in iso.items() if k != "uid"}  # noqa: E731 - a sandbox uid per job
+    same = lambda iso: {k: v for k, v in iso.items() if k not in ("uid", "start")}  # noqa: E731 - a uid per job
     assert same(hot.isolation) == same(cold.isolation)
+    assert (cold.isolation["start"], hot.isolation["start"]) == ("cold", "warm")
 
 
 def test_each_evaluation_gets_a_fresh_process(double, warm) -> None:
