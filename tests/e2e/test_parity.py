@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import API, Service
+from tests.runner.test_attacks import _meta
 from tests.e2e.test_service import wait_for_verdicts
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
@@ -49,6 +50,11 @@ def _judgement(path: Path, result: dict[str, Any]) -> tuple[str, list[tuple[str,
     the judge (a thread finishing the output while it is read) fail on whichever case the race was
     lost, so for them the verdict alone must agree."""
     if path in ATTACKS:
+        expected = _meta(path)["Expected"].split("|")
+        if "passed" in expected and result["status"] in expected:
+            # measured at its real cost, it may pass or lose its race with the freeze, on either
+            # path and from one run to the next: agreeing is being one of the verdicts it expects
+            return "|".join(sorted(expected)), []
         return result["status"], []
     cases = [(c["kind"], int(c["index"]), bool(c["passed"])) for c in result.get("cases") or []]
     return result["status"], cases
