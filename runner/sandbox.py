@@ -199,7 +199,8 @@ class SubmissionProcess:
             for path in (self.workdir, self.workdir / "tmp"):
                 os.chown(path, self.plan.uid, self.plan.uid)
             ProcessWatch(-1, self.plan.uid).kill_all()  # leftovers of a dead judge that had this pid
-        self.arena = slots.Arena()
+        # [issue 16] on CUDA the slots are device memory shared with the child through CUDA IPC
+        self.arena = slots.Arena(ipc=slots.CudaIpc() if device == "cuda" else None)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.max_message_bytes = max_message_bytes
         self.channel = Channel(parent_sock, max_message_bytes=max_message_bytes)
