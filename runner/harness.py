@@ -39,6 +39,7 @@ cases under ``torch.profiler``.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import statistics
 import time
@@ -49,7 +50,7 @@ from typing import Any, Callable
 import torch
 
 from kernelrank.problems import Case, Mode, ProblemSpec
-from kernelrank.runner import isolation
+from kernelrank.runner import gpuinfo, isolation
 from kernelrank.runner.checking import check_output
 from kernelrank.runner.child import steady_allocator
 from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
@@ -268,6 +269,8 @@ class _Evaluation:
         started = time.monotonic()
         result = EvalResult(Status.passed, self.mode, self.spec.name, self.spec.revision, self.device,
                             device_info=self.info.to_dict())
+        if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16] clocks recorded with every run
+            result.device_info["clocks"] = {"start": gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))}
         self.method, why = isolation.choose(self.options.isolation)
         result.isolation = {"method": self.method, "network": "none" if self.method == "none" else "netns"}
         if self.options.require_network_isolation and self.method == "none":
@@ -311,6 +314,8 @@ class _Evaluation:
             child.close()
             result.logs = child.logs()
             result.duration_s = time.monotonic() - started
+            if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16]
+                result.device_info["clocks"]["end"] = gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))
         return result
 
     _where = "loading the submission"

@@ -150,6 +150,19 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     return env
 
 
+def host_memory_bound(record: dict[str, Any]) -> str:
+    """What bounds a child's host memory, from its isolation record: ``"cgroup <n> bytes"`` (the
+    job's group), ``"address space <n> bytes ..."`` (``RLIMIT_AS``, CPU only) or ``"unbounded ..."``
+    (a GPU child on a host without a cgroup memory controller: a memory bomb meets the OOM killer)."""
+    cgroup = (record.get("cgroup_limits") or {}).get("memory_bytes")
+    if cgroup:
+        return f"cgroup {cgroup} bytes"
+    rlimit = (record.get("limits") or {}).get("address_space_bytes")
+    if rlimit:
+        return f"address space {rlimit} bytes (no cgroup memory controller)"
+    return "unbounded (no cgroup memory controller)"
+
+
 class SubmissionProcess:
     """One child running one submission for one evaluation.
 
@@ -264,6 +277,8 @@ class SubmissionProcess:
         self.isolation["containment"] = self.containment
         if self.group is not None:
             self.isolation["cgroup_limits"] = dict(self.group.limits)
+        # [issue 16] what bounds the child's host memory, said plainly (on CUDA there is no RLIMIT_AS)
+        self.isolation["host_memory"] = host_memory_bound(self.isolation)
         self.isolation["cleanup"] = ("by cgroup" if self.group is not None else "by sandbox uid"
                                      if self.plan.uid is not None else "by process group, session and descent")
         return self.isolation

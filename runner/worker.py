@@ -56,6 +56,10 @@ class RunnerIdentity:
 
 
 _identity: RunnerIdentity | None = None
+#: [issue 16] The start-up self-test's summary (:func:`self_test_gate`), shown in every heartbeat.
+_self_test: dict[str, Any] | None = None
+#: [issue 16] What locking the GPU's clocks gave (:func:`lock_gpu_clocks`), shown with its facts.
+_clock_lock: dict[str, Any] = {}
 #: Jobs finished by this worker, shared by the main process and its forked pool processes.
 _jobs_done: Any = None
 _heartbeat_stop = threading.Event()
@@ -255,11 +259,19 @@ def heartbeat_info(queue: str) -> dict[str, Any]:
     if cls == "cpu":
         from kernelrank.runner.devices import device_info
 
-        return device_info("cpu", settings.cpu_threads).to_dict()
-    code = ("import json; from kernelrank.runner.devices import device_info; "
-            "print(json.dumps(device_info('cuda').to_dict()))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        info = device_info("cpu", settings.cpu_threads).to_dict()
+    else:
+        code = ("import json; from kernelrank.runner.devices import device_info; "
+                "print(json.dumps(device_info('cuda').to_dict()))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+        # [issue 16] NVML's facts (no CUDA context: safe in the worker's main process)
+        from kernelrank.runner import gpuinfo
+
+        info["gpu"] = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES")) | _clock_lock
+    # [issue 16] the start-up self-test's result and date (kernelrank runner --self-test)
+    info["self_test"] = _self_test if _self_test is not None else {"status": "not run"}
+    return info
 
 
 def send_heartbeat(ident: RunnerIdentity, info: dict[str, Any]) -> None:
