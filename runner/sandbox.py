@@ -34,7 +34,7 @@ from kernelrank.runner.wire import Channel, ChannelClosed, ChannelTimeout, WireE
 
 #: Variables passed through from the judge's environment when set; everything else is dropped.
 ENV_ALLOWLIST = (
-    "PATH", "LANG", "LC_ALL", "TZ", "CC", "CXX", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+    "PATH", "LANG", "LC_ALL", "TZ", "CC", "CXX", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
     "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
     "VIRTUAL_ENV",
 )
@@ -207,7 +207,7 @@ class SubmissionProcess:
                                             memory_bytes=memory)
         self.containment = self.group.layout.name if self.group is not None else "none"
         self.plan = isolation.make_plan(method, self.workdir, limits, hidden,
-                                        cgroup_procs=self.group.procs_files() if self.group else ())
+                                        cgroup_procs=self.group.procs_files() if self.group else (), device=device)
         if self.plan.uid is not None:
             for path in (self.workdir, self.workdir / "tmp"):
                 os.chown(path, self.plan.uid, self.plan.uid)

@@ -319,6 +319,75 @@ def first_heartbeat(ident: RunnerIdentity) -> dict[str, Any] | None:
         return None
 
 
+# -- start-up: self-test and clocks [issue 16] -------------------------------------------------------
+SelfTestRunner = Any
+
+
+def run_self_test_process(device: str, quick: bool = True, timeout: float = 3600.0) -> dict[str, Any]:
+    """Run ``python -m kernelrank.runner.selftest --json`` for ``device`` in a subprocess (CUDA must
+    not be initialised in the worker's main process) and return its summary; its table goes to
+    this process's stderr. A self-test that crashes or times out is a failed one."""
+    import datetime as dt
+
+    argv = [sys.executable, "-m", "kernelrank.runner.selftest", "--device", device, "--json"] + (["--quick"] if quick else [])
+    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    try:
+        out = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "at": at, "device": device, "failures": [f"the self-test ran past {timeout:.0f} s"]}
+    lines = out.stdout.strip().splitlines()
+    try:
+        summary = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        return {"status": "failed", "at": at, "device": device,
+                "failures": [f"the self-test exited with code {out.returncode} and no summary"]}
+    if out.returncode != 0:
+        summary["status"] = "failed"
+    return summary
+
+
+def self_test_gate(queue: str, run: SelfTestRunner = None, report: Any = None) -> bool:
+    """Run the self-test before taking any job; ``True`` when it passed.
+
+    Its summary (status, date, counts, first failures, the runner's per-request overhead) is kept
+    for every heartbeat (``info["self_test"]``). On failure one heartbeat carrying it is sent
+    (``report(ident, info)``, default :func:`send_heartbeat`) so the runners page shows why this
+    runner takes no jobs; the caller then exits.
+    """
+    global _self_test
+    run = run or run_self_test_process
+    summary = run(device_class(queue))
+    _self_test = summary
+    if summary.get("status") == "passed":
+        log.info("self-test passed on %s (%s checks)", queue, summary.get("checks"))
+        return True
+    log.error("self-test FAILED on %s: %s; this runner takes no jobs", queue, summary.get("failures"))
+    ident = _identity or configure(queue)
+    try:
+        (report or send_heartbeat)(ident, heartbeat_info(queue))
+    except Exception as e:  # noqa: BLE001 - the broker may be down too: the log says it
+        log.warning("could not report the failed self-test: %s", type(e).__name__)
+    return False
+
+
+def lock_gpu_clocks(requested_mhz: int = 0) -> dict[str, Any]:  # pragma: no cover - GPU-only: NVML on a real GPU
+    """Lock the runner's GPU's SM clock where the operator allows it (``KERNELRANK_RUNNER_LOCK_CLOCKS``);
+    the outcome is shown with the GPU's facts in every heartbeat. Unlocked again at exit."""
+    import atexit
+
+    from kernelrank.runner import gpuinfo
+
+    nvml = gpuinfo.load_nvml()
+    if nvml is None:
+        return {"locked_sm_mhz": None, "lock_error": "NVML unavailable"}
+    handle = gpuinfo.handle_for(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    outcome = gpuinfo.lock_clocks(nvml, handle, requested_mhz)
+    if outcome.get("locked_sm_mhz"):
+        atexit.register(lambda: nvml.nvmlDeviceResetGpuLockedClocks(handle))
+    _clock_lock.update(outcome)
+    return outcome
+
+
 @signals.celeryd_after_setup.connect
 def _on_worker_setup(sender: Any = None, instance: Any = None, **_: Any) -> None:
     """Main process, before the pool forks: take the identity from the consumed device queue."""
