@@ -634,14 +634,32 @@ class _Evaluation:
             "trace_file": None,
             "proton": "Proton needs a GPU: not run on the cpu device" if self.device == "cpu" else None,
         }
+        stem = f"{self.spec.name}-{self.device}-{int(time.time())}"
         if self.options.trace_dir is not None:
-            stem = f"{self.spec.name}-{self.device}-{int(time.time())}"
             profile["trace_file"] = child.copy_out("trace.json", self.options.trace_dir / f"{stem}.trace.json",
                                                    TRACE_FILE_LIMIT)
-            if reply.get("proton"):  # pragma: no cover - GPU-only
-                profile["proton"] = child.copy_out("proton.hatchet", self.options.trace_dir / f"{stem}.hatchet",
-                                                   TRACE_FILE_LIMIT)
+        if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16] Proton in a process of its own
+            profile["proton"] = self._proton(sets, labels, deadline, stem)
         return profile
+
+    def _proton(self, sets: list[Any], labels: list[str], deadline: float, stem: str) -> str | None:  # pragma: no cover - GPU-only
+        """[issue 16] Proton in a second child: CUPTI takes one subscriber, which ``torch.profiler``
+        holds in the first. The hatchet file's copy, or what went wrong (profiling is advisory)."""
+        outer = self._where
+        self._where = "profiling the benchmark cases with Proton"
+        child = self._start(self.source)
+        try:
+            self._load(child)
+            reply = child.request({"op": "proton", "sets": sets, "labels": labels}, deadline,
+                                  max_bytes=REPLY_SLACK_BYTES)
+            _raise_on_error(reply, self._where)
+            _raise_on_tampering(child, reply, self._where)
+            if self.options.trace_dir is None or not reply.get("proton"):
+                return None
+            return child.copy_out("proton.hatchet", self.options.trace_dir / f"{stem}.hatchet", TRACE_FILE_LIMIT)
+        finally:
+            child.close()
+            self._where = outer
 
 
 # -- helpers -----------------------------------------------------------------------------------
