@@ -222,3 +222,16 @@ def test_batches_follow_request_sizes_and_remainder_joins_the_last() -> None:
     assert j.allowance_ns <= 2 * BATCH_FLOOR_NS / 4 + 1
     with pytest.raises(ValueError):
         judge_batches(claims, windows, overhead, sizes=[4, 4])
+
+
+def test_cuda_graph_is_a_cuda_timing_flag_only() -> None:
+    from kernelrank.problems import load_problem
+
+    d = load_problem("softmax").definition
+    assert d.timing["cuda"].cuda_graph is False  # per-call events unless the problem asks
+    graphs = d.model_copy(update={"timing": {**d.timing, "cuda": d.timing["cuda"].model_copy(update={"cuda_graph": True})}})
+    assert type(d).model_validate(graphs.model_dump()).timing["cuda"].cuda_graph
+    bad = graphs.model_dump()
+    bad["timing"]["cpu"]["cuda_graph"] = True
+    with pytest.raises(ValueError, match="cuda_graph"):
+        type(d).model_validate(bad)
