@@ -104,10 +104,15 @@ class Budgets(_Strict):
 
 
 class CaseTiming(_Strict):
-    """Seconds of wall time spent timing one benchmark case, per timed mode."""
+    """Seconds of wall time spent timing one benchmark case, per timed mode; on ``cuda``,
+    ``cuda_graph: true`` times every request's calls captured in one CUDA graph and launched once
+    (as ``triton.testing.do_bench_cudagraph``), for kernels of a few µs whose launch would
+    otherwise dominate; the problem's kernels must then be capturable (no host synchronization,
+    no allocation outside torch's caching allocator) — the reference included."""
 
     benchmark: float = Field(gt=0)
     leaderboard: float = Field(gt=0)
+    cuda_graph: bool = False
 
 
 class Case(BaseModel):
@@ -157,6 +162,8 @@ class ProblemDefinition(_Strict):
                 raise ValueError(f"benchmarks.{device} must list at least one case")
             if device not in self.timing:
                 raise ValueError(f"timing.{device} is missing")
+        if self.timing[vocab.DeviceClass.cpu.value].cuda_graph:
+            raise ValueError("timing.cpu.cuda_graph: CUDA graphs exist on cuda only")
         return self
 
     def benchmark_cases(self, device: DeviceClass) -> list[Case]:

@@ -44,6 +44,13 @@ class Settings(BaseSettings):
     runner_allow_unisolated_network: bool = False
     #: Fork each child from a zygote with torch already imported (saves about a second per run).
     runner_warm_start: bool = True
+    #: A runner runs its self-test (``kernelrank runner --self-test --quick``) before taking a job,
+    #: and takes none if it fails (``--no-self-test`` or false: start at once, shown "not run").
+    runner_self_test: bool = True
+    #: Lock the GPU's SM clock while the runner runs (NVML, needs root): at
+    #: ``runner_lock_sm_clock_mhz``, or 0 for the GPU's default applications (base) clock.
+    runner_lock_clocks: bool = False
+    runner_lock_sm_clock_mhz: int = Field(default=0, ge=0)
 
     # -- the service ------------------------------------------------------------------------------
     #: Folder of the embedded default: SQLite database, file broker, logs.

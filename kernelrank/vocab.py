@@ -10,7 +10,8 @@ Device vocabulary:
 
 - a **device class** is what the harness judges on: ``cpu`` or ``cuda``;
 - a **device queue** is where a submission's job goes and what a leaderboard is for: ``cpu``, or
-  ``cuda-<model>`` per GPU model (``cuda-h100``; :func:`gpu_queue_name`);
+  ``cuda-<model>`` per GPU model and form factor (``cuda-h100-sxm``, ``cuda-h100-pcie``; a MIG
+  slice ``cuda-h100-sxm-mig-1g10gb``; :func:`gpu_queue_name`);
 - ``cuda`` alone is the local-evaluation shorthand for "this machine's GPU"
   (``kernelrank eval --device cuda``, ``kernelrank runner --device cuda``); the service's queues
   always name the model.
@@ -142,9 +143,37 @@ def device_class(queue: str) -> str:
     return DeviceClass.cpu.value if queue == CPU_QUEUE else DeviceClass.cuda.value
 
 
+#: GPU models sold in more than one form factor, whose speed differs by it (an H100 PCIe has
+#: 2.0 TB/s and 756 dense bf16 TFLOP/s, an H100 SXM 3.35 TB/s and 989): their queues name it.
+FORM_FACTOR_MODELS = frozenset({"a100", "a800", "h100", "h800", "h200"})
+#: Form factor words in GPU names (as NVML and torch report them) -> queue suffix. "HBM3"/"HBM3e"
+#: without another word is the SXM part ("NVIDIA H100 80GB HBM3"); "NVIDIA H200" alone is SXM too.
+_FORM_FACTORS = ((re.compile(r"\bpcie\b"), "pcie"), (re.compile(r"\bnvl\b"), "nvl"),
+                 (re.compile(r"\bsxm\d?\b"), "sxm"), (re.compile(r"\bhbm3e?\b"), "sxm"))
+_MIG = re.compile(r"\bmig\s+(\d+g\.\d+gb)\b")
+
+
 def gpu_queue_name(gpu_name: str) -> str:
-    """Queue of a GPU model: ``"NVIDIA H100 80GB HBM3"`` -> ``"cuda-h100"``; unknown models get a slug."""
-    lowered = gpu_name.lower()
-    m = re.search(r"\b([abhlt]\d{1,3}|b\d{3}|gh\d{3}|rtx ?\d{4}|mi\d{3}x?|v100|p100)\b", lowered)
-    slug = m.group(1).replace(" ", "") if m else re.sub(r"[^a-z0-9]+", "-", lowered.removeprefix("nvidia ")).strip("-")
+    """Queue of a GPU model (one queue per SKU, one per MIG slice profile).
+
+    ``"NVIDIA H100 80GB HBM3"`` -> ``"cuda-h100-sxm"``; ``"NVIDIA H100 PCIe"`` ->
+    ``"cuda-h100-pcie"``; ``"NVIDIA H100 NVL"`` -> ``"cuda-h100-nvl"``; ``"NVIDIA A100-SXM4-80GB"``
+    -> ``"cuda-a100-sxm"``; ``"NVIDIA H200"`` -> ``"cuda-h200-sxm"``; a MIG slice as NVML names it,
+    ``"NVIDIA H100 80GB HBM3 MIG 1g.10gb"`` -> ``"cuda-h100-sxm-mig-1g10gb"``; other models by
+    model only (``"NVIDIA GeForce RTX 4090"`` -> ``"cuda-rtx4090"``); unknown models get a slug.
+    A form-factor model whose name says no form factor keeps the bare model (``cuda-h100``).
+    """
+    lowered = gpu_name.lower().replace("-", " ").replace("_", " ")
+    mig = _MIG.search(lowered)
+    base = lowered[:mig.start()] if mig else lowered
+    m = re.search(r"\b([abhlt]\d{1,3}|b\d{3}|gh\d{3}|rtx ?\d{4}|mi\d{3}x?|v100|p100)\b", base)
+    slug = m.group(1).replace(" ", "") if m else re.sub(r"[^a-z0-9]+", "-", base.removeprefix("nvidia ")).strip("-")
+    if m and slug in FORM_FACTOR_MODELS:
+        form = next((f for pattern, f in _FORM_FACTORS if pattern.search(base)), None)
+        if form is None and slug == "h200":
+            form = "sxm"
+        if form:
+            slug = f"{slug}-{form}"
+    if mig:
+        slug = f"{slug}-mig-{mig.group(1).replace('.', '')}"
     return f"{CUDA_QUEUE_PREFIX}{slug[:48]}"

@@ -108,9 +108,10 @@ class Worker:
         self.slots: Any = None
         self.calls = 0
         if slots_fd >= 0:
-            from kernelrank.runner.slots import Mapping
+            from kernelrank.runner.slots import CudaIpc, Mapping
 
-            self.slots = Mapping(slots_fd)
+            # [issue 16] on CUDA the judge's input sets and the output slot are device memory it shares by CUDA IPC
+            self.slots = Mapping(slots_fd, ipc=CudaIpc() if device == "cuda" else None)
         self.integrity = Integrity(self.timer, self)
         self.integrity.record()
 
@@ -189,7 +190,14 @@ class Worker:
         times: list[int] = []
         alias: str | None = None
         out: Any = None
-        for _ in range(max(1, int(msg.get("repeat", 1)))):
+        repeat = max(1, int(msg.get("repeat", 1)))
+        if msg.get("graph") and hasattr(self.timer, "time_graph"):  # pragma: no cover - GPU-only: CUDA graphs
+            # [issue 16] the problem's timing.cuda.cuda_graph: the calls captured in one graph, launched once
+            self.calls += repeat
+            out, times = self.timer.time_graph(self.kernel, data, repeat)
+            alias = _alias(out, inputs, self.previous, self.calls)
+            self.previous.track(out)
+        for _ in range(0 if times else repeat):
             out = None
             self.calls += 1
             out, ns = self.timer.time_call(self.kernel, data)
@@ -220,15 +228,15 @@ class Worker:
                     self.timer.synchronize()
         table = prof.key_averages().table(sort_by=sort_by, row_limit=int(msg.get("rows", 25)))
         prof.export_chrome_trace(msg.get("trace_file", "trace.json"))
-        reply: dict[str, Any] = {"ok": True, "table": table}
-        if self.device == "cuda":  # pragma: no cover - GPU-only: Proton needs a GPU's profiling hooks
-            reply["proton"] = self._proton(msg, calls)
-        return reply
+        return {"ok": True, "table": table}
 
-    def _proton(self, msg: dict[str, Any], calls: int) -> str:  # pragma: no cover - GPU-only
-        """Triton's Proton profiler over the same calls, one scope per case; writes a hatchet file."""
+    def op_proton(self, msg: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - GPU-only: Proton needs CUPTI
+        """Triton's Proton profiler over a few calls per input set, one scope per case; writes a
+        hatchet file. [issue 16] Its own process: CUPTI takes one subscriber, and
+        ``torch.profiler`` in the same process would hold it (the judge starts a second child)."""
         import triton.profiler as proton
 
+        calls = int(msg.get("calls", 3))
         proton.start(msg.get("proton_file", "proton"), hook="triton")
         for label, data in zip(msg["labels"], msg["sets"]):
             with proton.scope(str(label)):
@@ -236,7 +244,7 @@ class Worker:
                     self.kernel(data)
             self.timer.synchronize()
         proton.finalize()
-        return "proton.hatchet"
+        return {"ok": True, "proton": "proton.hatchet"}
 
     # -- helpers ------------------------------------------------------------------------------
     def _snapshot(self, out: Any) -> dict[str, Any]:

@@ -14,7 +14,9 @@ class DeviceInfo:
     """What a timing was measured on; part of every result and of the reference-timing cache key.
 
     ``name`` is the CPU model or the GPU's name; ``memory_bytes`` the host or device memory;
-    ``threads`` the intra-op threads used on the CPU (0 on CUDA).
+    ``threads`` the intra-op threads used on the CPU (0 on CUDA); on CUDA ``driver`` is the NVIDIA
+    driver's version (from NVML) and ``cuda_runtime`` the CUDA version torch was built with (it
+    was reported as the driver before).
     """
 
     device: str
@@ -24,6 +26,7 @@ class DeviceInfo:
     torch: str
     triton: str | None
     driver: str | None = None
+    cuda_runtime: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -75,9 +78,12 @@ def device_info(device: str, threads: int = 0) -> DeviceInfo:
     if device == "cuda":  # pragma: no cover - GPU-only
         if not torch.cuda.is_available():
             raise RuntimeError("device cuda requested but torch sees no CUDA device")
+        from kernelrank.runner import gpuinfo
+
         props = torch.cuda.get_device_properties(0)
+        facts = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES"))
         return DeviceInfo("cuda", props.name, int(props.total_memory), 0, torch.__version__, triton_version,
-                          driver=torch.version.cuda)
+                          driver=facts.get("driver_version"), cuda_runtime=torch.version.cuda)
     raise ValueError(f"unknown device {device!r}")
 
 

@@ -39,6 +39,7 @@ cases under ``torch.profiler``.
 from __future__ import annotations
 
 import hashlib
+import os
 import secrets
 import statistics
 import time
@@ -49,7 +50,7 @@ from typing import Any, Callable
 import torch
 
 from kernelrank.problems import Case, Mode, ProblemSpec
-from kernelrank.runner import isolation
+from kernelrank.runner import gpuinfo, isolation
 from kernelrank.runner.checking import check_output
 from kernelrank.runner.child import steady_allocator
 from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
@@ -250,6 +251,8 @@ class _Evaluation:
         self.limits = options.limits.resolved(device, budgets.compile + budgets.for_mode(mode))
         self.method = "none"
         self._called: set[int] = set()  # children that made their first call
+        # [issue 16] CUDA-graph timing where the problem allows it (timing.cuda.cuda_graph)
+        self._graphs = device == "cuda" and self.definition.timing["cuda"].cuda_graph
 
     # -- top level ----------------------------------------------------------------------------
     def run(self) -> EvalResult:
@@ -266,6 +269,8 @@ class _Evaluation:
         started = time.monotonic()
         result = EvalResult(Status.passed, self.mode, self.spec.name, self.spec.revision, self.device,
                             device_info=self.info.to_dict())
+        if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16] clocks recorded with every run
+            result.device_info["clocks"] = {"start": gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))}
         self.method, why = isolation.choose(self.options.isolation)
         result.isolation = {"method": self.method, "network": "none" if self.method == "none" else "netns"}
         if self.options.require_network_isolation and self.method == "none":
@@ -309,6 +314,8 @@ class _Evaluation:
             child.close()
             result.logs = child.logs()
             result.duration_s = time.monotonic() - started
+            if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16]
+                result.device_info["clocks"]["end"] = gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))
         return result
 
     _where = "loading the submission"
@@ -363,7 +370,9 @@ class _Evaluation:
         allowed = self.definition.budgets.call_deadline(first, ref_s, repeat)
         own = time.monotonic() + allowed
         try:
-            reply = child.request({"op": "go", "inputs": layout, "repeat": repeat, "direct": child.mem_fd is not None},
+            reply = child.request({"op": "go", "inputs": layout, "repeat": repeat, "direct": child.mem_fd is not None,
+                                   # [issue 16] every request alike (tests too): graphs where the problem asks for them
+                                   **({"graph": True} if self._graphs else {})},
                                   min(deadline, own),
                                   max_bytes=REPLY_SLACK_BYTES)
         except ChildTimeout:
@@ -625,14 +634,32 @@ class _Evaluation:
             "trace_file": None,
             "proton": "Proton needs a GPU: not run on the cpu device" if self.device == "cpu" else None,
         }
+        stem = f"{self.spec.name}-{self.device}-{int(time.time())}"
         if self.options.trace_dir is not None:
-            stem = f"{self.spec.name}-{self.device}-{int(time.time())}"
             profile["trace_file"] = child.copy_out("trace.json", self.options.trace_dir / f"{stem}.trace.json",
                                                    TRACE_FILE_LIMIT)
-            if reply.get("proton"):  # pragma: no cover - GPU-only
-                profile["proton"] = child.copy_out("proton.hatchet", self.options.trace_dir / f"{stem}.hatchet",
-                                                   TRACE_FILE_LIMIT)
+        if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16] Proton in a process of its own
+            profile["proton"] = self._proton(sets, labels, deadline, stem)
         return profile
+
+    def _proton(self, sets: list[Any], labels: list[str], deadline: float, stem: str) -> str | None:  # pragma: no cover - GPU-only
+        """[issue 16] Proton in a second child: CUPTI takes one subscriber, which ``torch.profiler``
+        holds in the first. The hatchet file's copy, or what went wrong (profiling is advisory)."""
+        outer = self._where
+        self._where = "profiling the benchmark cases with Proton"
+        child = self._start(self.source)
+        try:
+            self._load(child)
+            reply = child.request({"op": "proton", "sets": sets, "labels": labels}, deadline,
+                                  max_bytes=REPLY_SLACK_BYTES)
+            _raise_on_error(reply, self._where)
+            _raise_on_tampering(child, reply, self._where)
+            if self.options.trace_dir is None or not reply.get("proton"):
+                return None
+            return child.copy_out("proton.hatchet", self.options.trace_dir / f"{stem}.hatchet", TRACE_FILE_LIMIT)
+        finally:
+            child.close()
+            self._where = outer
 
 
 # -- helpers -----------------------------------------------------------------------------------

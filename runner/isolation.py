@@ -83,6 +83,9 @@ class Plan:
     limits: dict[str, int | None] = field(default_factory=dict)
     #: ``cgroup.procs`` files of the job's groups (:mod:`~kernelrank.runner.cgroups`), joined first
     cgroup_procs: tuple[str, ...] = ()
+    #: [issue 16] GPU device files covered by ``/dev/null`` (other GPUs than the runner's; every GPU
+    #: for a CPU job), see :func:`gpu_files_to_hide`
+    gpu_hide: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -98,6 +101,7 @@ class Plan:
         d = json.loads(text)
         d["hide"], d["keep"] = tuple(d["hide"]), tuple(d["keep"])
         d["cgroup_procs"] = tuple(d.get("cgroup_procs", ()))
+        d["gpu_hide"] = tuple(d.get("gpu_hide", ()))
         return cls(**d)
 
 
@@ -184,6 +188,9 @@ def _build_view(plan: Plan) -> None:
             _mount("tmpfs", path, "tmpfs", MS_NOSUID, options)
     for fd in fds.values():
         os.close(fd)
+    for path in plan.gpu_hide:  # [issue 16] other GPUs' device files: /dev/null in their place
+        if os.path.exists(path):
+            _mount("/dev/null", path, None, MS_BIND)
     _set_mount_attr("/", set_=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, recursive=True)
     for path in (*private, plan.workdir):
         _set_mount_attr(path, clear=MOUNT_ATTR_RDONLY)
@@ -362,6 +369,34 @@ def probe_report(plan: Plan) -> dict[str, Any]:
     return report
 
 
+def gpu_files_to_hide(device: str, files: list[str], keep_minor: int | None) -> tuple[str, ...]:
+    """The GPU device files a child must not reach: for a CPU job every one (a CPU leaderboard is
+    not run on a GPU); for a CUDA job the other GPUs' ``/dev/nvidia<N>`` (``keep_minor`` is the
+    runner's GPU's minor number, from NVML; ``None``: it could not be told, nothing is hidden).
+    The driver's shared files (``nvidiactl``, ``nvidia-uvm``, ``nvidia-modeset``, MIG capabilities
+    under ``/dev/nvidia-caps``) stay: every CUDA process needs them."""
+    if device == "cpu":
+        return tuple(files)
+    if keep_minor is None:
+        return ()
+    out = []
+    for f in files:
+        name = os.path.basename(f)
+        if f.startswith("/dev/nvidia") and name[len("nvidia"):].isdigit() and int(name[len("nvidia"):]) != keep_minor:
+            out.append(f)
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1)
+def runner_gpu_minor() -> int | None:
+    """The minor number of the runner's GPU's device file (``/dev/nvidia<N>``), from NVML; ``None``
+    without NVML (then no GPU device file is hidden from CUDA jobs)."""
+    from kernelrank.runner import gpuinfo
+
+    minor = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES")).get("minor_number")
+    return int(minor) if isinstance(minor, int) else None
+
+
 def _gpu_devices() -> list[str]:
     """Character devices of GPUs (NVIDIA, AMD's ``kfd`` and render nodes) the child may need."""
     import stat
@@ -427,20 +462,25 @@ def hide_paths(workdir: Path, extra: tuple[Path, ...] = ()) -> tuple[str, ...]:
 
 
 def make_plan(method: str, workdir: Path, limits: dict[str, int | None], hidden: tuple[Path, ...] = (),
-              cgroup_procs: tuple[str, ...] = ()) -> Plan:
-    """The plan for one child in ``workdir`` (judge side)."""
+              cgroup_procs: tuple[str, ...] = (), device: str | None = None) -> Plan:
+    """The plan for one child in ``workdir`` (judge side); with ``device``, the GPU device files
+    the child must not reach (:func:`gpu_files_to_hide`) are covered."""
     if method == "none":
         # RLIMIT_NPROC counts every process of the user: without a user or user namespace of its
         # own the child would share the count with the whole account, so it is not set
         return Plan("none", str(workdir), limits={k: v for k, v in limits.items() if k != "processes"},
                     cgroup_procs=cgroup_procs)
+    gpu_hide: tuple[str, ...] = ()
+    if device is not None:
+        files = _gpu_devices()
+        gpu_hide = gpu_files_to_hide(device, files, runner_gpu_minor() if device == "cuda" and files else None)
     real = os.path.realpath(workdir)
     keep = keep_paths()
     if method == "setuid":  # the sandbox user must reach what it needs through closed folders too
         hidden = (*hidden, *(Path(c) for c in (_closed_ancestor(p) for p in (*keep, real)) if c is not None))
     hide = hide_paths(Path(real), hidden)
     return Plan(method, real, uid=sandbox_uid() if method == "setuid" else None, hide=hide, keep=keep,
-                limits=dict(limits), cgroup_procs=cgroup_procs)
+                limits=dict(limits), cgroup_procs=cgroup_procs, gpu_hide=gpu_hide)
 
 
 def _closed_ancestor(path: str) -> str | None:
@@ -554,6 +594,7 @@ def measure(pid: int, plan: Plan) -> dict[str, Any]:
         "user_namespace": link("user", pid) not in (None, link("user", "self")),
         "capabilities": cap_eff,
         "hidden": list(plan.hide),
+        "gpu_devices_hidden": list(plan.gpu_hide),
         "private_tmp": [d for d in PRIVATE_DIRS if os.path.isdir(d)] if filesystem == "read-only" else [],
         "limits": record,
     }

@@ -34,7 +34,7 @@ from kernelrank.runner.wire import Channel, ChannelClosed, ChannelTimeout, WireE
 
 #: Variables passed through from the judge's environment when set; everything else is dropped.
 ENV_ALLOWLIST = (
-    "PATH", "LANG", "LC_ALL", "TZ", "CC", "CXX", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
+    "PATH", "LANG", "LC_ALL", "TZ", "CC", "CXX", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
     "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
     "VIRTUAL_ENV",
 )
@@ -150,6 +150,19 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     return env
 
 
+def host_memory_bound(record: dict[str, Any]) -> str:
+    """What bounds a child's host memory, from its isolation record: ``"cgroup <n> bytes"`` (the
+    job's group), ``"address space <n> bytes ..."`` (``RLIMIT_AS``, CPU only) or ``"unbounded ..."``
+    (a GPU child on a host without a cgroup memory controller: a memory bomb meets the OOM killer)."""
+    cgroup = (record.get("cgroup_limits") or {}).get("memory_bytes")
+    if cgroup:
+        return f"cgroup {cgroup} bytes"
+    rlimit = (record.get("limits") or {}).get("address_space_bytes")
+    if rlimit:
+        return f"address space {rlimit} bytes (no cgroup memory controller)"
+    return "unbounded (no cgroup memory controller)"
+
+
 class SubmissionProcess:
     """One child running one submission for one evaluation.
 
@@ -194,12 +207,13 @@ class SubmissionProcess:
                                             memory_bytes=memory)
         self.containment = self.group.layout.name if self.group is not None else "none"
         self.plan = isolation.make_plan(method, self.workdir, limits, hidden,
-                                        cgroup_procs=self.group.procs_files() if self.group else ())
+                                        cgroup_procs=self.group.procs_files() if self.group else (), device=device)
         if self.plan.uid is not None:
             for path in (self.workdir, self.workdir / "tmp"):
                 os.chown(path, self.plan.uid, self.plan.uid)
             ProcessWatch(-1, self.plan.uid).kill_all()  # leftovers of a dead judge that had this pid
-        self.arena = slots.Arena()
+        # [issue 16] on CUDA the slots are device memory shared with the child through CUDA IPC
+        self.arena = slots.Arena(ipc=slots.CudaIpc() if device == "cuda" else None)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.max_message_bytes = max_message_bytes
         self.channel = Channel(parent_sock, max_message_bytes=max_message_bytes)
@@ -265,6 +279,8 @@ class SubmissionProcess:
         self.isolation["start"] = "warm" if self.warm else "cold"
         if self.group is not None:
             self.isolation["cgroup_limits"] = dict(self.group.limits)
+        # [issue 16] what bounds the child's host memory, said plainly (on CUDA there is no RLIMIT_AS)
+        self.isolation["host_memory"] = host_memory_bound(self.isolation)
         self.isolation["cleanup"] = ("by cgroup" if self.group is not None else "by sandbox uid"
                                      if self.plan.uid is not None else "by process group, session and descent")
         return self.isolation

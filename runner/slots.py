@@ -10,9 +10,15 @@ there (:meth:`Arena.read_output`), so no code of the child runs while its inputs
 output is read. Inputs may be overwritten by the kernel: the judge keeps its own pristine copy and
 places fresh ones for every input set.
 
-On CUDA the child copies the inputs to the device and the output back inside the window (the
-reference, calibrating the window's overhead, does the same); device memory shared through CUDA
-IPC is what the GPU change adds here.
+On CUDA (:class:`DeviceSlots`, [issue 16]) the slots are device memory: the judge generates the
+inputs on the GPU, keeps its pristine copy there, and copies each input set into one device
+buffer it shares with the child once through CUDA IPC (``cudaIpcGetMemHandle`` by way of torch's
+``_share_cuda_``; the handle travels in the layout, a few hundred bytes of JSON). The child opens
+it once per buffer (:class:`Mapping`), builds its input tensors as views of it, and copies its
+output into the output slot on the device before it answers; the judge checks that output on the
+device. No tensor data crosses the host: only control messages cross the socket. The IPC calls
+themselves are :class:`CudaIpc` (GPU-only); the layout and the protocol are the same code on the
+CPU, tested with an in-process stand-in for IPC.
 """
 
 from __future__ import annotations
@@ -51,14 +57,17 @@ class SlotError(ValueError):
 
 
 class Arena:
-    """The judge's side: owns the memory file (``fd``, inherited by the child)."""
+    """The judge's side: owns the memory file (``fd``, inherited by the child), and on CUDA the
+    device slots (``ipc``: a :class:`CudaIpc`, or a stand-in in tests), which then hold every
+    input set and output instead of the memory file."""
 
-    def __init__(self) -> None:
+    def __init__(self, ipc: Any = None) -> None:
         self.fd = os.memfd_create("kernelrank-slots", 0)
         self.size = 0
         self._map: mmap.mmap | None = None
         self.out_offset = 0
         self.out_bytes = 0
+        self.device: DeviceSlots | None = DeviceSlots(ipc) if ipc is not None else None
 
     def _ensure(self, size: int) -> None:
         if size <= self.size and self._map is not None:
@@ -74,11 +83,13 @@ class Arena:
         """Write the tensors of ``data`` (any nesting of lists, tuples, string-keyed dicts) and
         reserve ``out_bytes`` for the output; returns the layout the ``go`` request carries.
         Call only while the child is frozen."""
+        if self.device is not None:
+            return self.device.place(data, out_bytes)
         inputs = nbytes(data)
         self._ensure(inputs + _align(out_bytes) + ALIGN)
         assert self._map is not None
         cursor = [0]
-        tree = _place(data, self._map, cursor)
+        tree = _place(data, torch.frombuffer(self._map, dtype=torch.uint8), cursor)
         self.out_offset, self.out_bytes = cursor[0], _align(out_bytes)
         return {"size": self.size, "data": tree, "out": [self.out_offset, self.out_bytes]}
 
@@ -90,18 +101,9 @@ class Arena:
         Raises:
             SlotError: an unknown dtype, a malformed shape, or more bytes than the slot holds.
         """
-        if not isinstance(desc, dict) or desc.get("dtype") not in DTYPES or not isinstance(desc.get("shape"), list):
-            raise SlotError("malformed output description")
-        shape = desc["shape"]
-        if not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
-            raise SlotError("malformed output shape")
-        dtype = DTYPES[desc["dtype"]]
-        numel = 1
-        for d in shape:
-            numel *= d
-        size = numel * torch.empty((), dtype=dtype).element_size()
-        if size > self.out_bytes:
-            raise SlotError(f"output of {size} bytes is larger than its slot ({self.out_bytes} bytes)")
+        if self.device is not None:
+            return self.device.read_output(desc)
+        dtype, shape, numel, size = _described(desc, self.out_bytes)
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
         if "addr" in desc:
@@ -124,6 +126,8 @@ class Arena:
         return view.clone().view(dtype).view(shape)
 
     def close(self) -> None:
+        if self.device is not None:
+            self.device.close()
         if self._map is not None:
             self._map.close()
             self._map = None
@@ -132,47 +136,194 @@ class Arena:
             self.fd = -1
 
 
-def _place(v: Any, mm: mmap.mmap, cursor: list[int]) -> Any:
+def _described(desc: Any, room: int) -> tuple[torch.dtype, list[int], int, int]:
+    """``(dtype, shape, elements, bytes)`` of an output the child described, checked against a slot
+    of ``room`` bytes.
+
+    Raises:
+        SlotError: an unknown dtype, a malformed shape, or more bytes than the slot holds.
+    """
+    if not isinstance(desc, dict) or desc.get("dtype") not in DTYPES or not isinstance(desc.get("shape"), list):
+        raise SlotError("malformed output description")
+    shape = desc["shape"]
+    if not all(type(d) is int and 0 <= d < 1 << 40 for d in shape):
+        raise SlotError("malformed output shape")
+    dtype = DTYPES[desc["dtype"]]
+    numel = 1
+    for d in shape:
+        numel *= d
+    size = numel * torch.empty((), dtype=dtype).element_size()
+    if size > room:
+        raise SlotError(f"output of {size} bytes is larger than its slot ({room} bytes)")
+    return dtype, shape, numel, size
+
+
+def _place(v: Any, whole: torch.Tensor, cursor: list[int]) -> Any:
+    """Copy the tensors of ``v`` into ``whole`` (a byte tensor over the slots: host memory or, on
+    CUDA, the device buffer) from ``cursor[0]`` on; the layout tree."""
     if isinstance(v, torch.Tensor):
         t = v.detach()
-        if t.device.type != "cpu":  # pragma: no cover - GPU-only (the data stays on the host until IPC)
-            t = t.cpu()
+        if t.device != whole.device:  # pragma: no cover - only a CUDA input into host slots (no IPC)
+            t = t.to(whole.device)
         t = t.contiguous()
         n = t.numel() * t.element_size()
         if n:
-            dst = torch.frombuffer(mm, dtype=torch.uint8, count=n, offset=cursor[0])
-            dst.copy_(t.view(-1).view(torch.uint8))
+            whole[cursor[0]:cursor[0] + n].copy_(t.view(-1).view(torch.uint8))
         out = {"__slot__": cursor[0], "dtype": dtype_name(t.dtype), "shape": list(t.shape),
                "device": v.device.type}
         cursor[0] += _align(n)
         return out
     if isinstance(v, (list, tuple)):
-        items = [_place(x, mm, cursor) for x in v]
+        items = [_place(x, whole, cursor) for x in v]
         return {"__tuple__": items} if isinstance(v, tuple) else items
     if isinstance(v, dict):
-        return {"__dict__": {str(k): _place(x, mm, cursor) for k, x in v.items()}}
+        return {"__dict__": {str(k): _place(x, whole, cursor) for k, x in v.items()}}
     return v
 
 
-class Mapping:
-    """The child's side: maps the memory file and turns layouts into tensors."""
+class DeviceSlots:
+    """[issue 16] The judge's device slots: one device buffer shared with the child through CUDA
+    IPC, grown (a new buffer, a new ``generation``) when an input set does not fit.
 
-    def __init__(self, fd: int):
+    Args:
+        ipc: :class:`CudaIpc` (``allocate``, ``share``, ``fence``, ``release``); tests pass an
+            in-process stand-in.
+
+    The layout :meth:`place` returns is the host slots' tree plus ``"ipc": {"generation",
+    "handle"}``; the child opens a handle once per generation. Every buffer shared stays allocated
+    until :meth:`close` (the child may still map it), which releases them all.
+    """
+
+    def __init__(self, ipc: Any):
+        self.ipc = ipc
+        self.buf: torch.Tensor | None = None
+        self.size = 0
+        self.generation = 0
+        self.handle: Any = None
+        self.out_offset = 0
+        self.out_bytes = 0
+        self._shared: list[tuple[torch.Tensor, Any]] = []
+
+    def place(self, data: Any, out_bytes: int) -> dict[str, Any]:
+        """Copy ``data``'s tensors (already on the device: the judge generated them there and
+        keeps them as its pristine copy) into the buffer, reserve ``out_bytes``, wait until the
+        copies are done (the child reads them from another process); the ``go`` layout."""
+        need = nbytes(data) + _align(out_bytes) + ALIGN
+        if self.buf is None or need > self.size:
+            size = max(GROW_BYTES, 1 << (need - 1).bit_length())
+            self.buf = self.ipc.allocate(size)
+            self.size = size
+            self.generation += 1
+            self.handle = self.ipc.share(self.buf)
+            self._shared.append((self.buf, self.handle))
+        assert self.buf is not None
+        cursor = [0]
+        tree = _place(data, self.buf, cursor)
+        self.out_offset, self.out_bytes = cursor[0], _align(out_bytes)
+        self.ipc.fence()
+        return {"size": self.size, "data": tree, "out": [self.out_offset, self.out_bytes],
+                "ipc": {"generation": self.generation, "handle": self.handle}}
+
+    def read_output(self, desc: Any) -> torch.Tensor:
+        """A device copy of the output the child wrote into its slot (after it answered: it waited
+        for its device first), checked on the device by the judge.
+
+        Raises:
+            SlotError: as :meth:`Arena.read_output`.
+        """
+        dtype, shape, numel, size = _described(desc, self.out_bytes)
+        assert self.buf is not None
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype, device=self.buf.device)
+        return self.buf[self.out_offset:self.out_offset + size].clone().view(dtype).view(shape)
+
+    def close(self) -> None:
+        for buf, handle in self._shared:
+            self.ipc.release(buf, handle)
+        self._shared.clear()
+        self.buf = None
+
+
+class CudaIpc:  # pragma: no cover - GPU-only: CUDA IPC through torch; tests/runner/test_device_slots.py uses a stand-in
+    """CUDA IPC for :class:`DeviceSlots` (judge) and :class:`Mapping` (child), as
+    ``torch.multiprocessing`` shares CUDA tensors: ``UntypedStorage._share_cuda_`` on the judge's
+    side, ``UntypedStorage._new_shared_cuda`` on the child's. Both processes see the same GPU
+    (the runner's ``CUDA_VISIBLE_DEVICES``), so device index 0 names it on both sides.
+
+    torch counts a shared block's consumers in a small shared-memory file; the child cannot reach
+    it (its ``/dev/shm`` is private) and is killed rather than left to clean up, so
+    :meth:`release` drops the child's count itself once the job is over, and torch frees the block.
+    """
+
+    def allocate(self, nbytes: int) -> torch.Tensor:
+        return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
+
+    def share(self, buf: torch.Tensor) -> dict[str, Any]:
+        (device, handle, size, offset, ref_counter, ref_offset, event, event_sync) = buf.untyped_storage()._share_cuda_()
+        return {"device": int(device), "handle": bytes(handle).hex(), "size": int(size), "offset": int(offset),
+                "ref_counter": bytes(ref_counter).hex(), "ref_offset": int(ref_offset),
+                "event": bytes(event).hex() if event else "", "event_sync": bool(event_sync)}
+
+    def open(self, h: dict[str, Any]) -> torch.Tensor:
+        storage = torch.UntypedStorage._new_shared_cuda(
+            int(h["device"]), bytes.fromhex(h["handle"]), int(h["size"]), int(h["offset"]),
+            bytes.fromhex(h["ref_counter"]), int(h["ref_offset"]), bytes.fromhex(h["event"]) or None,
+            bool(h["event_sync"]))
+        return torch.empty(0, dtype=torch.uint8, device=f"cuda:{int(h['device'])}").set_(storage)
+
+    def fence(self) -> None:
+        torch.cuda.synchronize()
+
+    def release(self, buf: torch.Tensor, h: dict[str, Any]) -> None:
+        import ctypes
+
+        try:  # the consumer's count, in the judge's own /dev/shm (torch's CUDA IPC reference counter)
+            name = bytes.fromhex(h["ref_counter"]).decode().lstrip("/")
+            with open(f"/dev/shm/{name}", "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+                counter = ctypes.c_int64.from_buffer(m, 8 * int(h["ref_offset"]))
+                counter.value = max(0, counter.value - 1)
+                del counter
+        except (OSError, ValueError):
+            pass
+        del buf
+        torch.cuda.ipc_collect()
+
+
+class Mapping:
+    """The child's side: maps the memory file (or, on CUDA, opens the judge's device buffer
+    through ``ipc``) and turns layouts into tensors."""
+
+    def __init__(self, fd: int, ipc: Any = None):
         self.fd = fd
         self.size = 0
         self._map: mmap.mmap | None = None
         self.held: Any = None
+        self.ipc = ipc
+        self.device_buf: torch.Tensor | None = None
+        self.generation = 0
 
     def build(self, layout: dict[str, Any], device: str = "cpu") -> Any:
-        """The input set described by ``layout``, as tensors over the shared memory (CPU) or
-        copied to ``device``."""
+        """The input set described by ``layout``, as tensors over the shared memory: the memory
+        file's (CPU), or the device buffer's when the layout names one (``ipc``), opened once per
+        generation."""
+        self.out = layout["out"]
+        shared = layout.get("ipc")
+        if shared is not None:
+            if self.ipc is None:
+                raise SlotError("device slots offered, and this process has no CUDA IPC")
+            if shared["generation"] != self.generation:
+                # [issue 16] the judge's new device buffer; the old one stays mapped while tensors hold it
+                self.device_buf = self.ipc.open(shared["handle"])
+                self.generation = shared["generation"]
+            assert self.device_buf is not None
+            return _build(layout["data"], self.device_buf, device)
         size = int(layout["size"])
         if size != self.size:
             # the old mapping stays alive as long as tensors of earlier calls hold it
             self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
             self.size = size
-        self.out = layout["out"]
-        return _build(layout["data"], self._map, device)
+        return _build(layout["data"], torch.frombuffer(self._map, dtype=torch.uint8) if self._map is not None else None,
+                      device)
 
     def put_output(self, out: Any, direct: bool = False) -> dict[str, Any]:
         """Describe a plain tensor output for the judge (or the reason it cannot be checked): with
@@ -183,7 +334,10 @@ class Mapping:
             return {"out": None, "out_type": f"{type(out).__module__}.{type(out).__qualname__}"}
         host = out.detach()
         device = str(host.device)
-        if host.device.type != "cpu":  # pragma: no cover - GPU-only
+        whole = self.device_buf
+        if whole is not None and host.device != whole.device:  # the judge checks on its device
+            whole = None
+        if whole is None and host.device.type != "cpu":  # pragma: no cover - GPU-only (no device slots)
             host = host.cpu()
         host = host.contiguous()
         self.held = None
@@ -194,7 +348,11 @@ class Mapping:
         desc = {"dtype": dtype_name(host.dtype), "shape": list(host.shape)}
         if n > room:
             return {"out": None, "out_type": f"torch.Tensor of {n} bytes, more than the reference's output allows"}
-        if direct and device == "cpu" and n:
+        if whole is not None:
+            if n:  # [issue 16] device to device, into the judge's buffer; waited for before answering
+                whole[offset:offset + n].copy_(host.view(-1).view(torch.uint8))
+                self.ipc.fence()
+        elif direct and device == "cpu" and n:
             self.held = host
             desc["addr"] = host.data_ptr()
         elif n:
@@ -206,7 +364,8 @@ class Mapping:
 _WIRE_DTYPES = frozenset(DTYPES.values())
 
 
-def _build(v: Any, mm: mmap.mmap | None, device: str) -> Any:
+def _build(v: Any, whole: torch.Tensor | None, device: str) -> Any:
+    """Tensors over ``whole`` (the slots as bytes: host memory, or the judge's device buffer)."""
     if isinstance(v, dict):
         if "__slot__" in v:
             dtype = DTYPES[v["dtype"]]
@@ -214,18 +373,22 @@ def _build(v: Any, mm: mmap.mmap | None, device: str) -> Any:
             numel = 1
             for d in shape:
                 numel *= d
-            if numel == 0 or mm is None:
-                t = torch.empty(shape, dtype=dtype)
+            if numel == 0 or whole is None:
+                t = torch.empty(shape, dtype=dtype, device=whole.device if whole is not None else "cpu")
             else:
-                t = torch.frombuffer(mm, dtype=dtype, count=numel, offset=int(v["__slot__"])).view(shape)
-            if device != "cpu" and v.get("device") != "cpu":  # pragma: no cover - GPU-only
+                off = int(v["__slot__"])
+                n = numel * torch.empty((), dtype=dtype).element_size()
+                if off < 0 or off + n > whole.numel() or off % ALIGN:
+                    raise SlotError("a slot outside the shared memory")
+                t = whole[off:off + n].view(dtype).view(shape)
+            if device != "cpu" and t.device.type == "cpu" and v.get("device") != "cpu":  # pragma: no cover - GPU-only
                 t = t.to(device)
             return t
         if "__tuple__" in v:
-            return tuple(_build(x, mm, device) for x in v["__tuple__"])
+            return tuple(_build(x, whole, device) for x in v["__tuple__"])
         if "__dict__" in v:
-            return {k: _build(x, mm, device) for k, x in v["__dict__"].items()}
-        return {k: _build(x, mm, device) for k, x in v.items()}
+            return {k: _build(x, whole, device) for k, x in v["__dict__"].items()}
+        return {k: _build(x, whole, device) for k, x in v.items()}
     if isinstance(v, list):
-        return [_build(x, mm, device) for x in v]
+        return [_build(x, whole, device) for x in v]
     return v

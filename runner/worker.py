@@ -56,6 +56,10 @@ class RunnerIdentity:
 
 
 _identity: RunnerIdentity | None = None
+#: [issue 16] The start-up self-test's summary (:func:`self_test_gate`), shown in every heartbeat.
+_self_test: dict[str, Any] | None = None
+#: [issue 16] What locking the GPU's clocks gave (:func:`lock_gpu_clocks`), shown with its facts.
+_clock_lock: dict[str, Any] = {}
 #: Jobs finished by this worker, shared by the main process and its forked pool processes.
 _jobs_done: Any = None
 _heartbeat_stop = threading.Event()
@@ -255,11 +259,19 @@ def heartbeat_info(queue: str) -> dict[str, Any]:
     if cls == "cpu":
         from kernelrank.runner.devices import device_info
 
-        return device_info("cpu", settings.cpu_threads).to_dict()
-    code = ("import json; from kernelrank.runner.devices import device_info; "
-            "print(json.dumps(device_info('cuda').to_dict()))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+        info = device_info("cpu", settings.cpu_threads).to_dict()
+    else:
+        code = ("import json; from kernelrank.runner.devices import device_info; "
+                "print(json.dumps(device_info('cuda').to_dict()))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+        info = json.loads(out.stdout.strip().splitlines()[-1])
+        # [issue 16] NVML's facts (no CUDA context: safe in the worker's main process)
+        from kernelrank.runner import gpuinfo
+
+        info["gpu"] = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES")) | _clock_lock
+    # [issue 16] the start-up self-test's result and date (kernelrank runner --self-test)
+    info["self_test"] = _self_test if _self_test is not None else {"status": "not run"}
+    return info
 
 
 def send_heartbeat(ident: RunnerIdentity, info: dict[str, Any]) -> None:
@@ -305,6 +317,75 @@ def first_heartbeat(ident: RunnerIdentity) -> dict[str, Any] | None:
     except Exception as e:  # noqa: BLE001 - the thread tries again
         log.warning("first heartbeat failed: %s", type(e).__name__)
         return None
+
+
+# -- start-up: self-test and clocks [issue 16] -------------------------------------------------------
+SelfTestRunner = Any
+
+
+def run_self_test_process(device: str, quick: bool = True, timeout: float = 3600.0) -> dict[str, Any]:
+    """Run ``python -m kernelrank.runner.selftest --json`` for ``device`` in a subprocess (CUDA must
+    not be initialised in the worker's main process) and return its summary; its table goes to
+    this process's stderr. A self-test that crashes or times out is a failed one."""
+    import datetime as dt
+
+    argv = [sys.executable, "-m", "kernelrank.runner.selftest", "--device", device, "--json"] + (["--quick"] if quick else [])
+    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    try:
+        out = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "at": at, "device": device, "failures": [f"the self-test ran past {timeout:.0f} s"]}
+    lines = out.stdout.strip().splitlines()
+    try:
+        summary = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        return {"status": "failed", "at": at, "device": device,
+                "failures": [f"the self-test exited with code {out.returncode} and no summary"]}
+    if out.returncode != 0:
+        summary["status"] = "failed"
+    return summary
+
+
+def self_test_gate(queue: str, run: SelfTestRunner = None, report: Any = None) -> bool:
+    """Run the self-test before taking any job; ``True`` when it passed.
+
+    Its summary (status, date, counts, first failures, the runner's per-request overhead) is kept
+    for every heartbeat (``info["self_test"]``). On failure one heartbeat carrying it is sent
+    (``report(ident, info)``, default :func:`send_heartbeat`) so the runners page shows why this
+    runner takes no jobs; the caller then exits.
+    """
+    global _self_test
+    run = run or run_self_test_process
+    summary = run(device_class(queue))
+    _self_test = summary
+    if summary.get("status") == "passed":
+        log.info("self-test passed on %s (%s checks)", queue, summary.get("checks"))
+        return True
+    log.error("self-test FAILED on %s: %s; this runner takes no jobs", queue, summary.get("failures"))
+    ident = _identity or configure(queue)
+    try:
+        (report or send_heartbeat)(ident, heartbeat_info(queue))
+    except Exception as e:  # noqa: BLE001 - the broker may be down too: the log says it
+        log.warning("could not report the failed self-test: %s", type(e).__name__)
+    return False
+
+
+def lock_gpu_clocks(requested_mhz: int = 0) -> dict[str, Any]:  # pragma: no cover - GPU-only: NVML on a real GPU
+    """Lock the runner's GPU's SM clock where the operator allows it (``KERNELRANK_RUNNER_LOCK_CLOCKS``);
+    the outcome is shown with the GPU's facts in every heartbeat. Unlocked again at exit."""
+    import atexit
+
+    from kernelrank.runner import gpuinfo
+
+    nvml = gpuinfo.load_nvml()
+    if nvml is None:
+        return {"locked_sm_mhz": None, "lock_error": "NVML unavailable"}
+    handle = gpuinfo.handle_for(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
+    outcome = gpuinfo.lock_clocks(nvml, handle, requested_mhz)
+    if outcome.get("locked_sm_mhz"):
+        atexit.register(lambda: nvml.nvmlDeviceResetGpuLockedClocks(handle))
+    _clock_lock.update(outcome)
+    return outcome
 
 
 @signals.celeryd_after_setup.connect

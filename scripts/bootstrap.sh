@@ -5,7 +5,8 @@
 # torch is installed first, from KERNELRANK_TORCH (default: torch==2.13.0, a CPU build on
 # machines without a GPU where that wheel is provided); the package's own `torch>=2.5` range
 # is then already satisfied, so pip never pulls a multi-GB CUDA build behind your back.
-# On a GPU machine: KERNELRANK_TORCH="torch" bash scripts/bootstrap.sh
+# On a GPU machine: KERNELRANK_TORCH="torch" bash scripts/bootstrap.sh (nvcc from the CUDA toolkit
+# for CUDA submissions; Dockerfile.gpu is an image with all of it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extra="${1:-}"
@@ -26,6 +27,12 @@ else
   .venv/bin/python -m pip install --quiet -e .
 fi
 .venv/bin/python - <<'PY'
-import torch, triton
+import shutil, sys, torch, triton
+from torch.utils.cpp_extension import is_ninja_available
 print(f"bootstrap: torch {torch.__version__} (cuda: {torch.cuda.is_available()}), triton {triton.__version__}")
+# load_inline needs ninja (the `ninja` wheel, a dependency); CUDA submissions need nvcc too
+if not is_ninja_available():
+    sys.exit("bootstrap: ninja is missing: C++ and CUDA submissions cannot be built")
+print(f"bootstrap: ninja {shutil.which('ninja', path=sys.prefix + '/bin') or shutil.which('ninja')}"
+      + (f", nvcc {shutil.which('nvcc')}" if torch.cuda.is_available() else ""))
 PY

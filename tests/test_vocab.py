@@ -57,6 +57,14 @@ def test_not_device_queues(name: str) -> None:
 
 
 def test_gpu_queue_names() -> None:
-    assert vocab.gpu_queue_name("NVIDIA H100 80GB HBM3") == "cuda-h100"
+    assert vocab.gpu_queue_name("NVIDIA H100 80GB HBM3") == "cuda-h100-sxm"
+    # one queue per SKU: the form factor changes the speed (issue 16)
+    assert vocab.gpu_queue_name("NVIDIA H100 PCIe") == "cuda-h100-pcie"
+    assert vocab.gpu_queue_name("NVIDIA H100 NVL") == "cuda-h100-nvl"
+    assert vocab.gpu_queue_name("NVIDIA A100-SXM4-80GB") == "cuda-a100-sxm"
+    assert vocab.gpu_queue_name("NVIDIA A100 80GB PCIe") == "cuda-a100-pcie"
+    assert vocab.gpu_queue_name("NVIDIA H200") == "cuda-h200-sxm"
+    assert vocab.gpu_queue_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb") == "cuda-h100-sxm-mig-1g10gb"
+    assert vocab.gpu_queue_name("NVIDIA L4") == "cuda-l4"
     assert vocab.gpu_queue_name("NVIDIA GeForce RTX 4090") == "cuda-rtx4090"
     assert vocab.is_device_queue(vocab.gpu_queue_name("Some Future Accelerator X"))

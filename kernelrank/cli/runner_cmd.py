@@ -5,6 +5,12 @@ GPU), one job at a time (concurrency 1, prefetch 1, late acknowledgement) in a p
 each job's time limits apply and a crash in the judge loses the pool process, not the runner.
 Gossip, mingle and the event heartbeat are off: the embedded filesystem broker is polled, and
 liveness is the runner's own heartbeat to the server.
+
+Before it takes a job the runner runs its self-test (``runner/selftest.py``, quick budgets) and
+takes none if it fails. ``--self-test`` runs the full self-test alone and exits with its status.
+On a machine with several GPUs run one runner per GPU: ``--gpu N`` sets ``CUDA_VISIBLE_DEVICES``
+(with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so N is nvidia-smi's index) for the runner and its children,
+and the sandbox shows each child only that GPU's device files.
 """
 
 from __future__ import annotations
@@ -36,9 +42,16 @@ def broker_description(url: str, folder: str) -> str:
 
 
 def gpu_name(timeout: float = 120.0) -> str | None:
-    """This machine's first CUDA device name, asked in a short subprocess so that CUDA is never
-    initialised in the worker's main process (its forked pool processes could not use it).
-    ``None`` when torch sees no CUDA device."""
+    """The runner's GPU's name as NVML reports it (a MIG slice's includes its profile), else as
+    torch does, asked in a short subprocess so that CUDA is never initialised in the worker's main
+    process (its forked pool processes could not use it). ``None`` when there is no CUDA device."""
+    import os
+
+    from kernelrank.runner import gpuinfo
+
+    facts = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES"))
+    if facts.get("name"):  # pragma: no cover - GPU-only: NVML answers where a driver is loaded
+        return str(facts["name"])
     code = "import torch; print(torch.cuda.get_device_name(0) if torch.cuda.is_available() else '')"
     try:
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
@@ -89,21 +102,65 @@ def worker_argv(queue: str, loglevel: str = "INFO") -> list[str]:
     ]
 
 
+def pin_gpu(index: int, environ: dict[str, str] | None = None) -> None:
+    """One runner per GPU: make GPU ``index`` (nvidia-smi's numbering) the only one this process
+    and its children see (``CUDA_VISIBLE_DEVICES``; ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` so CUDA's
+    numbering is NVML's). Call before anything initialises CUDA.
+
+    Raises:
+        typer.BadParameter: a negative index.
+    """
+    import os
+
+    if index < 0:
+        raise typer.BadParameter("a GPU index is 0 or more", param_hint="--gpu")
+    env = os.environ if environ is None else environ
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+    env["CUDA_VISIBLE_DEVICES"] = str(index)
+
+
 def runner(
     device: Annotated[str, typer.Option(
-        help="Device queue to consume: cpu | cuda-<model> (e.g. cuda-h100) | cuda (this GPU's queue) | auto "
+        help="Device queue to consume: cpu | cuda-<model> (e.g. cuda-h100-sxm) | cuda (this GPU's queue) | auto "
              "(this GPU's queue when one is visible, else cpu).")] = vocab.AUTO,
     queue: Annotated[Optional[str], typer.Option(help="Older spelling of --device with a device queue.",
                                                  hidden=True)] = None,
+    gpu: Annotated[Optional[int], typer.Option(
+        help="Serve only GPU N (nvidia-smi's index): one runner process per GPU.")] = None,
+    self_test: Annotated[bool, typer.Option(
+        "--self-test", help="Run the self-test on the device (sandbox, toolchains, every template, example and "
+                            "mode, the attack corpus), print a table and exit non-zero on any failure.")] = False,
+    quick: Annotated[bool, typer.Option(help="With --self-test: shrunk budgets, one benchmark case per problem.")] = False,
+    problem: Annotated[Optional[list[str]], typer.Option(help="With --self-test: only this problem (repeatable).")] = None,
+    mode: Annotated[Optional[list[str]], typer.Option(help="With --self-test: only this mode (repeatable).")] = None,
+    no_self_test: Annotated[bool, typer.Option(
+        "--no-self-test", help="Take jobs without the start-up self-test (shown as not run).")] = False,
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
 ) -> None:
-    """Judge submissions from one device queue until stopped (Ctrl-C)."""
+    """Judge submissions from one device queue until stopped (Ctrl-C); first, its self-test."""
     from kernelrank.settings import get_settings
 
+    if gpu is not None:
+        pin_gpu(gpu)
+    if self_test:
+        from kernelrank.runner import selftest
+
+        cls = vocab.device_class(choose_queue(device, queue)) if device != vocab.LOCAL_CUDA else vocab.DeviceClass.cuda.value
+        argv = ["--device", cls] + (["--quick"] if quick else [])
+        argv += [a for p in problem or [] for a in ("--problem", p)] + [a for m in mode or [] for a in ("--mode", m)]
+        raise typer.Exit(selftest.main(argv))
     chosen = choose_queue(device, queue)
     settings = get_settings()
+    from kernelrank.runner import worker
     from kernelrank.runner.worker import app  # registers the task; imports no torch yet
 
     typer.echo(f"kernelrank runner: queue {chosen}, "
                f"{broker_description(settings.resolved_broker_url(), str(settings.broker_folder))}", err=True)
+    if vocab.device_class(chosen) == vocab.DeviceClass.cuda and settings.runner_lock_clocks:  # pragma: no cover - GPU-only
+        typer.echo(f"kernelrank runner: clocks {worker.lock_gpu_clocks(settings.runner_lock_sm_clock_mhz)}", err=True)
+    if settings.runner_self_test and not no_self_test:
+        typer.echo("kernelrank runner: self-test before taking jobs (--no-self-test to skip)", err=True)
+        if not worker.self_test_gate(chosen):
+            typer.echo("kernelrank runner: the self-test failed; this runner takes no jobs", err=True)
+            raise typer.Exit(1)
     app.worker_main(argv=worker_argv(chosen, loglevel))

@@ -161,7 +161,9 @@ def children(host: str, port: int, logs: Path) -> list[Child]:
                       "--port", str(port), "--no-access-log"], logs / "api.log"),  # the app logs each request as JSON
         Child("control", [py, "-m", "celery", "-A", "kernelrank.control", "worker", "-Q", "control", "-P", "solo",
                           *celery_flags, "-n", "control@%h", "--loglevel", "INFO"], logs / "control.log"),
-        Child("runner", [py, "-m", "kernelrank.cli.main", "runner", "--device", "cpu"], logs / "runner.log",
+        # the embedded trial's runner starts at once; `kernelrank runner --self-test` checks this machine
+        Child("runner", [py, "-m", "kernelrank.cli.main", "runner", "--device", "cpu", "--no-self-test"],
+              logs / "runner.log",
               stop_signal=signal.SIGQUIT),
     ]
 

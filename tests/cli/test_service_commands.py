@@ -35,8 +35,8 @@ def test_queue_choice(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(typer.BadParameter, match="not a device queue"):
         choose_queue("auto", "control")
     monkeypatch.setattr(runner_cmd, "gpu_name", lambda: "NVIDIA H100 80GB HBM3")
-    assert choose_queue("auto", None) == "cuda-h100"
-    assert choose_queue("cuda", None) == "cuda-h100"
+    assert choose_queue("auto", None) == "cuda-h100-sxm"
+    assert choose_queue("cuda", None) == "cuda-h100-sxm"
     # --device takes a device queue, as submit and leaderboard do
     assert choose_queue("cuda-a100") == "cuda-a100" and choose_queue("cpu") == "cpu"
     with pytest.raises(typer.BadParameter, match="not a device queue"):

@@ -76,7 +76,7 @@ class Stack:
                     "--without-gossip", "--without-mingle", "--without-heartbeat", "-n", f"control{self._starts}@%h",
                     "--loglevel", "INFO"]
         if role == "runner":
-            return [py, "-m", "kernelrank.cli.main", "runner", "--device", "cpu"]
+            return [py, "-m", "kernelrank.cli.main", "runner", "--device", "cpu", "--no-self-test"]
         raise ValueError(role)
 
     def prepare(self) -> None:

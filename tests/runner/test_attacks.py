@@ -57,14 +57,11 @@ PWNED_GLOB = "kernelrank-pwned-*"
 
 
 def _meta(path: Path) -> dict[str, str]:
-    """``Class``, ``Expected``, ``Message`` and ``Timing`` lines of an attack's module docstring."""
-    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
-    meta = {}
-    for line in doc.splitlines():
-        key, sep, value = line.strip().partition(":")
-        if sep and key in ("Class", "Expected", "Message", "Timing", "Known gap", "Max speedup") and key not in meta:
-            meta[key] = value.strip()
-    return meta
+    """``Class``, ``Expected``, ``Message`` and ``Timing`` lines of an attack's module docstring
+    (read as the runner's self-test reads them: :func:`kernelrank.runner.selftest.attack_meta`)."""
+    from kernelrank.runner.selftest import attack_meta
+
+    return attack_meta(path)
 
 
 def _attack_id(path: Path) -> str:

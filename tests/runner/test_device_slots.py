@@ -1,0 +1,126 @@
+"""The CUDA half of the shared slots, on the CPU: the judge's device buffer shared through a
+stand-in for CUDA IPC (the real one, runner.slots.CudaIpc, needs a GPU: tests/runner/test_cuda_device.py).
+
+What is checked here is everything but the IPC calls: the layout, the handle crossing the
+channel as JSON once per buffer, the child's tensors being views of the judge's buffer (no copy),
+the output written into its slot and read back by the judge, growth, release."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from kernelrank.runner.slots import ALIGN, Arena, Mapping, SlotError
+
+
+class FakeIpc:
+    """In-process CUDA IPC: buffers are CPU byte tensors, a handle is a JSON-able key."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, torch.Tensor] = {}
+        self.opened = 0
+        self.fences = 0
+        self.released: list[int] = []
+
+    def allocate(self, nbytes: int) -> torch.Tensor:
+        return torch.full((nbytes,), 0xAB, dtype=torch.uint8)
+
+    def share(self, buf: torch.Tensor) -> dict[str, int]:
+        key = len(self.buffers) + 1
+        self.buffers[key] = buf
+        return {"key": key, "size": buf.numel()}
+
+    def open(self, handle: dict[str, int]) -> torch.Tensor:
+        self.opened += 1
+        return self.buffers[handle["key"]]
+
+    def fence(self) -> None:
+        self.fences += 1
+
+    def release(self, buf: torch.Tensor, handle: dict[str, int]) -> None:
+        assert self.buffers[handle["key"]] is buf
+        self.released.append(handle["key"])
+
+
+def _pair() -> tuple[Arena, Mapping, FakeIpc]:
+    ipc = FakeIpc()
+    arena = Arena(ipc=ipc)
+    return arena, Mapping(arena.fd, ipc=ipc), ipc
+
+
+def test_inputs_are_views_of_the_judges_buffer_and_only_the_layout_crosses() -> None:
+    arena, child, ipc = _pair()
+    a = torch.randn(33, 7)
+    b = torch.arange(10, dtype=torch.int32)
+    data = (a, {"b": b, "k": 3}, [torch.empty(0)])
+    layout = arena.place(data, out_bytes=a.numel() * 4)
+    wire = json.loads(json.dumps(layout))  # what the go request carries: control data only
+    assert "ipc" in wire and wire["ipc"]["generation"] == 1
+    assert ipc.fences == 1  # the judge waited for its copies before the child may run
+    got = child.build(wire, device="cpu")
+    assert torch.equal(got[0], a) and torch.equal(got[1]["b"], b) and got[1]["k"] == 3
+    assert got[2][0].numel() == 0
+    buf = ipc.buffers[1]
+    lo, hi = buf.data_ptr(), buf.data_ptr() + buf.numel()
+    assert lo <= got[0].data_ptr() < hi and lo <= got[1]["b"].data_ptr() < hi  # views, no copies
+    assert all(x["__slot__"] % ALIGN == 0 for x in (wire["data"]["__tuple__"][0],))
+
+
+def test_output_goes_to_its_slot_and_the_judge_reads_it() -> None:
+    arena, child, ipc = _pair()
+    a = torch.randn(64, 16)
+    layout = json.loads(json.dumps(arena.place((a,), out_bytes=a.numel() * 4)))
+    (x,) = child.build(layout)
+    out = x * 2
+    desc = child.put_output(out)
+    assert desc["out_type"] == "torch.Tensor" and "addr" not in desc["out"]
+    back = arena.read_output(json.loads(json.dumps(desc["out"])))
+    assert torch.equal(back, a * 2)
+    assert ipc.fences == 2  # placed, then the child's copy into the slot waited for
+
+
+def test_the_handle_is_opened_once_per_buffer_and_a_bigger_set_grows_it() -> None:
+    arena, child, ipc = _pair()
+    small = (torch.randn(8),)
+    for _ in range(3):
+        child.build(json.loads(json.dumps(arena.place(small, 64))))
+    assert ipc.opened == 1 and arena.device is not None and arena.device.generation == 1
+    big = (torch.randn(1 << 19),)  # 2 MiB: beyond the first 1 MiB buffer
+    (x,) = child.build(json.loads(json.dumps(arena.place(big, 64))))
+    assert ipc.opened == 2 and arena.device.generation == 2
+    assert torch.equal(x, big[0])
+    arena.close()
+    assert ipc.released == [1, 2]  # every shared buffer released once the job is over
+
+
+def test_malformed_outputs_and_slots_are_refused() -> None:
+    arena, child, _ = _pair()
+    layout = json.loads(json.dumps(arena.place((torch.randn(4),), out_bytes=16)))
+    child.build(layout)
+    with pytest.raises(SlotError):
+        arena.read_output({"dtype": "float32", "shape": [1000]})  # larger than its slot
+    with pytest.raises(SlotError):
+        arena.read_output({"dtype": "complex64", "shape": [1]})
+    layout["data"]["__tuple__"][0]["__slot__"] = 1 << 40
+    with pytest.raises(SlotError):
+        child.build(layout)
+    assert child.put_output(torch.randn(100))["out"] is None  # more than the reference's output allows
+
+
+def test_a_child_without_ipc_refuses_device_slots() -> None:
+    arena = Arena(ipc=FakeIpc())
+    layout = arena.place((torch.randn(4),), 16)
+    with pytest.raises(SlotError):
+        Mapping(arena.fd).build(layout)
+
+
+def test_host_slots_unchanged() -> None:
+    arena = Arena()
+    child = Mapping(arena.fd)
+    a = torch.randn(5, 5)
+    (x,) = child.build(arena.place((a,), out_bytes=100))
+    assert torch.equal(x, a)
+    desc = child.put_output(x + 1)
+    assert torch.equal(arena.read_output(desc["out"]), a + 1)

@@ -1,0 +1,149 @@
+"""The runner's self-test: its rules on recorded verdicts (fast), and the real thing on the CPU (slow)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kernelrank.runner import selftest, worker
+from kernelrank.runner.selftest import (
+    Check,
+    SelfTest,
+    SelfTestOptions,
+    SelfTestReport,
+    applies,
+    attack_meta,
+    attack_outcome,
+    expected_verdict,
+)
+from tests.conftest import ROOT
+
+
+def test_which_files_run_where_and_what_they_must_give() -> None:
+    assert applies(Path("templates/cuda.py"), "cuda") and not applies(Path("templates/cuda.py"), "cpu")
+    assert applies(Path("examples/correct_cpp.py"), "cpu") and not applies(Path("examples/correct_cpp.py"), "cuda")
+    assert applies(Path("templates/triton.py"), "cpu") and applies(Path("templates/triton.py"), "cuda")
+    assert expected_verdict(Path("examples/wrong_k_tail.py")) == "failed"
+    assert expected_verdict(Path("examples/correct_triton.py")) == expected_verdict(Path("templates/pytorch.py")) == "passed"
+
+
+def test_attack_docstrings_and_outcomes() -> None:
+    meta = attack_meta(ROOT / "reference_kernels" / "mla_decode" / "attacks" / "cuda_event_patch.py")
+    assert meta["Class"] and set(meta["Expected"].split("|")) <= selftest.ATTACK_VERDICTS
+    m = {"Expected": "failed|rejected", "Message": "wall clock"}
+    assert attack_outcome(m, "rejected", "claims not supported by the judge's WALL CLOCK", None)[0]
+    assert not attack_outcome(m, "rejected", "something else", None)[0]
+    assert not attack_outcome(m, "error", "wall clock", None)[0]
+    assert not attack_outcome(m, "passed", "ok", 1.0)[0]
+    allowed = {"Expected": "passed|rejected", "Max speedup": "1.2"}
+    assert attack_outcome(allowed, "passed", "ok", 1.1)[0]
+    assert not attack_outcome(allowed, "passed", "ok", 3.0)[0]
+
+
+def _fake_evaluate(verdicts: dict[str, str]) -> Any:
+    """An evaluate that answers ``verdicts[source]`` (default ``passed``), recording what it was asked."""
+    asked: list[tuple[str, str, str]] = []
+
+    def evaluate(spec: Any, source: str, mode: str, device: str, options: Any) -> Any:
+        asked.append((spec.name, mode, device))
+        status = verdicts.get(source, "passed")
+        return SimpleNamespace(status=status, message=f"{status}: as told", speedup=None if status != "passed" else 1.0)
+
+    evaluate.asked = asked  # type: ignore[attr-defined]
+    return evaluate
+
+
+def test_every_template_and_example_in_every_mode_and_a_wrong_verdict_fails(tmp_path: Path) -> None:
+    files = [p for p in sorted((ROOT / "reference_kernels" / "gemm").glob("*/*.py"))
+             if p.parent.name in ("templates", "examples") and applies(p, "cpu")]
+    honest = {p.read_text(encoding="utf-8"): expected_verdict(p) for p in files}
+    options = SelfTestOptions(device="cpu", problems=("gemm",), attacks=False, scratch_dir=tmp_path)
+    st = SelfTest(options, evaluate=_fake_evaluate(honest))
+    report = SelfTestReport("cpu", "now")
+    st.toolchain(report)
+    st.problem(report, "gemm")
+    names = {(c.name, c.mode) for c in report.checks}
+    for path in files:
+        for mode in ("test", "benchmark", "leaderboard", "profile"):
+            assert (f"gemm/{path.parent.name}/{path.name}", mode) in names
+    assert not any("cuda.py" in n for n, _ in names)
+    assert {c.name for c in report.checks if c.group == "toolchain"} == {
+        "Triton JIT (interpreter)", "C++ load_inline, with PCH", "C++ load_inline, without PCH"}
+    assert report.passed
+    # a judge that passes a wrong example fails the self-test
+    st = SelfTest(options, evaluate=_fake_evaluate({}))
+    report = SelfTestReport("cpu", "now")
+    st.problem(report, "gemm")
+    assert not report.passed
+    assert {c.expected for c in report.checks if not c.passed} == {"failed"}
+    assert report.summary()["status"] == "failed" and report.summary()["failures"]
+
+
+def test_the_attack_corpus_is_judged_against_its_docstrings(tmp_path: Path) -> None:
+    fake = _fake_evaluate({})  # every attack "passes": each must be a failed check, unless a known gap
+    st = SelfTest(SelfTestOptions(problems=("softmax",), scratch_dir=tmp_path), evaluate=fake)
+    report = SelfTestReport("cpu", "now")
+    st.attacks(report)
+    attacks = sorted((ROOT / "reference_kernels" / "softmax" / "attacks").glob("*.py"))
+    assert len(report.checks) == len(attacks)
+    for c in report.checks:
+        meta = attack_meta(ROOT / "reference_kernels" / c.name)
+        assert c.passed == ("Known gap" in meta or ("passed" in meta["Expected"]
+                                                   and float(meta.get("Max speedup", 0)) >= 1.0)), c
+    assert all(mode == "leaderboard" for _, mode, _ in fake.asked)
+
+
+def test_the_table_and_the_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
+    from rich.console import Console
+
+    report = SelfTestReport("cpu", "2026-11-24T00:00:00+00:00", host_memory="cgroup 1 bytes")
+    report.checks = [Check("toolchain", "Triton JIT", "test", "passed", "passed", True, 1.0),
+                     Check("problem", "gemm/examples/wrong_k_tail.py", "test", "failed", "passed", False, 2.0, "why")]
+    console = Console(width=200, record=True)
+    selftest.render(report, console)
+    text = console.export_text()
+    assert "FAIL" in text and "wrong_k_tail.py" in text and "self-test failed: 1 of 2" in text
+    assert not report.passed and report.to_dict()["rows"][1]["detail"] == "why"
+
+
+def test_the_gate_takes_no_jobs_after_a_failed_self_test(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker, "_self_test", None)
+    monkeypatch.setattr(worker, "_identity", None)
+    sent: list[dict[str, Any]] = []
+    assert worker.heartbeat_info("cpu")["self_test"] == {"status": "not run"}
+    failed = {"status": "failed", "at": "2026-11-24T00:00:00+00:00", "failures": ["attack x: passed"]}
+    assert worker.self_test_gate("cpu", run=lambda device: failed, report=lambda ident, info: sent.append(info)) is False
+    assert sent and sent[0]["self_test"] == failed  # one heartbeat says why
+    passed = {"status": "passed", "at": "2026-11-24T00:00:00+00:00", "checks": 3}
+    assert worker.self_test_gate("cpu", run=lambda device: passed, report=lambda ident, info: sent.append(info))
+    assert len(sent) == 1 and worker.heartbeat_info("cpu")["self_test"] == passed
+
+
+def test_a_crashed_self_test_process_is_a_failed_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(worker.sys, "executable", "/bin/false")
+    summary = worker.run_self_test_process("cpu", timeout=30)
+    assert summary["status"] == "failed" and "no summary" in summary["failures"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_the_self_test_passes_on_the_cpu_in_the_sandbox() -> None:
+    """The real self-test, as ``kernelrank runner --self-test`` runs it, shrunk for CI: softmax's
+    templates and examples in test and leaderboard mode, its attacks, the toolchain, the clock."""
+    out = subprocess.run([sys.executable, "-m", "kernelrank.cli.main", "runner", "--self-test", "--device", "cpu",
+                          "--quick", "--problem", "softmax", "--mode", "test", "--mode", "leaderboard"],
+                         capture_output=True, text=True, timeout=1700)
+    assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
+    assert "self-test passed" in out.stdout
+    assert "softmax/attacks/" in out.stdout and "C++ load_inline, without PCH" in out.stdout.replace("\n", " ")
+
+
+def test_summary_is_json() -> None:
+    report = SelfTestReport("cpu", "x", checks=[Check("a", "b", "-", "x", "x", True, 0.0)])
+    assert json.loads(json.dumps(report.summary()))["status"] == "passed"

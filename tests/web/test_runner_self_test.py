@@ -1,0 +1,35 @@
+"""The runners page and API show each runner's self-test result and date, and its GPU facts."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from tests.api.conftest import World
+
+
+def _beat(name: str, device: str, info: dict) -> None:
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import runners
+
+    with session_scope() as s:
+        runners.heartbeat(s, name, device, info, "0.1.0")
+
+
+def test_self_test_result_and_date_on_the_page_and_in_the_api(client: TestClient, world: World) -> None:
+    gpu = {"name": "NVIDIA H100 80GB HBM3", "uuid": "GPU-abcd", "compute_capability": "9.0", "driver_version": "570.86.15",
+           "sm_clock_mhz": 1755, "mem_clock_mhz": 2619, "power_limit_w": 700.0, "mig_mode": "disabled"}
+    _beat("runner-h100-sxm-0", "cuda-h100-sxm", {"gpu": gpu, "self_test": {
+        "status": "passed", "at": "2026-11-24T19:54:24+00:00", "checks": 120, "failed": 0, "failures": []}})
+    _beat("runner-h100-sxm-1", "cuda-h100-sxm", {"self_test": {
+        "status": "failed", "at": "2026-11-24T20:01:00+00:00", "checks": 120, "failed": 1,
+        "failures": ["toolchain CUDA load_inline, with PCH (test): compile_error"]}})
+    html = client.get("/runners").text
+    rows = {name: html[html.index(name):html.index("</tr>", html.index(name))]
+            for name in ("runner-h100-sxm-0", "runner-h100-sxm-1", "runner-cpu-1")}
+    assert "passed" in rows["runner-h100-sxm-0"] and "2026-11-24T19:54:24+00:00" in rows["runner-h100-sxm-0"]
+    assert "failed" in rows["runner-h100-sxm-1"] and "CUDA load_inline" in rows["runner-h100-sxm-1"]
+    assert "not run" in rows["runner-cpu-1"]
+    body = {r["name"]: r for r in client.get("/api/v1/runners").json()["runners"]}
+    assert body["runner-h100-sxm-0"]["info"]["self_test"]["status"] == "passed"
+    assert body["runner-h100-sxm-0"]["info"]["gpu"]["compute_capability"] == "9.0"
+    assert body["runner-h100-sxm-1"]["info"]["self_test"]["failures"]
