@@ -87,15 +87,34 @@ class RequestMetricsMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            elapsed = time.perf_counter() - start
+            self._record(scope, status["code"], time.perf_counter() - start)
+
+    def _record(self, scope: dict[str, Any], code: int, elapsed: float) -> None:
+        """Observe and log one request; never raises (a failure here would replace the request's
+        own answer or exception, and lose its log line): what cannot be recorded is logged."""
+        try:
             route = route_template(scope)
-            self.metrics.latency.labels(scope.get("method", ""), route, str(status["code"])).observe(elapsed)
-            extra: dict[str, Any] = {"method": scope.get("method"), "route": route, "status": status["code"],
+            self.metrics.latency.labels(str(scope.get("method", "")), route, str(code)).observe(elapsed)
+            extra: dict[str, Any] = {"method": scope.get("method"), "route": route, "status": code,
                                      "duration_ms": round(elapsed * 1000, 2)}
-            sub = (scope.get("path_params") or {}).get("submission_id")
+            sub = submission_label(scope)
             if sub is not None:
-                extra["submission_id"] = int(sub) if str(sub).isdigit() else sub
-            log.info("%s %s %s", scope.get("method"), route, status["code"], extra=extra)
+                extra["submission_id"] = sub
+            log.info("%s %s %s", scope.get("method"), route, code, extra=extra)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            log.error("could not record a request's metrics: %s", type(e).__name__)
+
+
+def submission_label(scope: dict[str, Any]) -> int | None:
+    """The ``submission_id`` path parameter of a request as an int, or ``None`` when there is none
+    or it is not a plain ASCII decimal of at most 19 digits (``¹`` passes ``str.isdigit()``)."""
+    value = (scope.get("path_params") or {}).get("submission_id")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value) if value is not None else ""
+    if text.isascii() and text.isdigit() and len(text) <= 19:
+        return int(text)
+    return None
 
 
 class DatabaseCollector(Collector):
