@@ -17,7 +17,11 @@ Two sources, each in one place:
   - ``kernelrank_job_duration_seconds{device, mode}``: histogram of runner time per finished job
     (``finished_at - started_at``);
   - ``kernelrank_runners_online{device}``: runners with a recent heartbeat;
-  - ``kernelrank_database_up``: 1 when the queries above succeeded, else 0 (and no job series).
+  - ``kernelrank_database_up``: 1 when the queries above succeeded, else 0 (and no job series);
+  - ``kernelrank_database_connections_in_use``: connections of this API process's pool checked
+    out at scrape time (the scrape's own queries come after), against ``..._pool_size`` (the
+    pool's size plus its overflow): requests hold one only while they query, never while a body
+    is still arriving.
 
 Each API app has its own :class:`~prometheus_client.CollectorRegistry` (tests create many apps).
 """
@@ -129,6 +133,7 @@ class DatabaseCollector(Collector):
         return []  # the series depend on the data: let the registry call collect() only at scrape time
 
     def collect(self):
+        yield from self._pool_families()
         up = GaugeMetricFamily("kernelrank_database_up", "1 when the job metrics could be read from the database.")
         try:
             families = self._families()
@@ -140,6 +145,27 @@ class DatabaseCollector(Collector):
         up.add_metric([], 1.0)
         yield up
         yield from families
+
+    def _pool_families(self) -> list:
+        """Connections checked out of the API's pool and its capacity (SQLAlchemy's ``QueuePool``;
+        nothing for pools without those figures)."""
+        session = self.session_factory()
+        try:
+            pool = session.get_bind().pool
+        except Exception:  # noqa: BLE001 - no engine: no pool figures
+            return []
+        finally:
+            session.close()
+        checkedout, size, overflow = (getattr(pool, n, None) for n in ("checkedout", "size", "_max_overflow"))
+        if not callable(checkedout) or not callable(size):
+            return []
+        in_use = GaugeMetricFamily("kernelrank_database_connections_in_use",
+                                   "Database connections of this API process checked out of its pool.")
+        in_use.add_metric([], float(checkedout()))
+        capacity = GaugeMetricFamily("kernelrank_database_pool_size",
+                                     "Connections the API's pool may hand out at once (size + overflow).")
+        capacity.add_metric([], float(size() + max(0, overflow if isinstance(overflow, int) else 0)))
+        return [in_use, capacity]
 
     def _families(self) -> list:
         session = self.session_factory()
