@@ -149,13 +149,14 @@ class DatabaseCollector(Collector):
     def _pool_families(self) -> list:
         """Connections checked out of the API's pool and its capacity (SQLAlchemy's ``QueuePool``;
         nothing for pools without those figures)."""
-        session = self.session_factory()
         try:
-            pool = session.get_bind().pool
-        except Exception:  # noqa: BLE001 - no engine: no pool figures
+            session = self.session_factory()
+            try:
+                pool = session.get_bind().pool
+            finally:
+                session.close()
+        except Exception:  # noqa: BLE001 - no engine (an unusable database URL): no pool figures
             return []
-        finally:
-            session.close()
         checkedout, size, overflow = (getattr(pool, n, None) for n in ("checkedout", "size", "_max_overflow"))
         if not callable(checkedout) or not callable(size):
             return []
