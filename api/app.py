@@ -34,8 +34,6 @@ log = logging.getLogger(__name__)
 #: Characters of a rejected input a 422 quotes back (and of each ``ctx`` value): enough to
 #: recognise it, never the input itself (a 10 MB field was once answered with a 10 MB reply).
 INPUT_ECHO_CHARS = 64
-#: Status logged for a request whose client went away before it was read (never sent: nobody listens).
-CLIENT_CLOSED_REQUEST = 499
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -62,7 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     for router in routers:
         app.include_router(router)
 
-    from kernelrank.api.edge import EdgeMiddleware
+    from kernelrank.api.edge import CLIENT_CLOSED_REQUEST, EdgeMiddleware
     from kernelrank.logs import configure_logging
     from kernelrank.metrics import ApiMetrics, RequestMetricsMiddleware
 

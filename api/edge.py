@@ -16,6 +16,8 @@
   declared body before it resolves dependencies, so without this the body came first).
 - An answer sent before the body was read whole carries ``Connection: close``: the server drops
   the rest instead of reading it to keep the connection.
+- A client that goes away mid-body is :class:`ClientGone` (logged with status 499), not a 400
+  from the body parser nor a 500.
 
 The limit and the token rule are looked up on the matched route at the first ``receive()`` (the
 router has matched by then, and put the route in the scope); before any route matched (a 404, a
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
@@ -46,12 +49,15 @@ Offset = Annotated[int, Field(ge=0, le=INT64_MAX)]
 #: 64-bit integer for any page size up to 9 x 10^9.
 PageNumber = Annotated[int, Field(ge=1, le=10**9)]
 
+#: Status logged for a request whose client went away before it was read (nginx's convention).
+CLIENT_CLOSED_REQUEST = 499
 #: Bytes a request may carry besides an upload (form fields, multipart boundaries, JSON keys).
 ENVELOPE_BYTES = 64 * 1024
 #: Worst-case growth of text written as a JSON string (``\\u00XX`` escapes).
 JSON_ESCAPE_FACTOR = 6
 
 _LIMIT_ATTR = "__kernelrank_body_limit__"
+log = logging.getLogger(__name__)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -95,6 +101,15 @@ class BodyTimeout(HTTPException):
     def __init__(self, seconds: float):
         super().__init__(status.HTTP_408_REQUEST_TIMEOUT, f"the request body did not arrive within {seconds:g} s",
                          headers={"Connection": "close"})
+
+
+class ClientGone(HTTPException):
+    """499 (nginx's "client closed request"): the client went away before its body was read whole.
+    Raised from ``receive`` as an ``HTTPException``, so that FastAPI's body parsing passes it on
+    instead of answering 400; the answer reaches nobody, the request's log line says 499."""
+
+    def __init__(self) -> None:
+        super().__init__(CLIENT_CLOSED_REQUEST, "the client went away before its request was read")
 
 
 class TokenFirst(HTTPException):
@@ -198,8 +213,11 @@ class EdgeMiddleware:
                     raise BodyTooLarge(state["limit"])
                 if not message.get("more_body", False):
                     state["done"] = True
-            else:  # http.disconnect: the reader sees it and stops
+            else:  # http.disconnect before the body's end
                 state["done"] = True
+                log.info("client disconnected before its request was read: %s %s", scope.get("method"),
+                         scope.get("path"))
+                raise ClientGone()
             return message
 
         async def guarded_send(message: dict[str, Any]) -> None:

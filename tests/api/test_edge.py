@@ -139,6 +139,27 @@ def test_a_client_gone_mid_upload_is_logged_as_such(client: TestClient, world: W
     assert not [rec for rec in caplog.records if rec.levelno >= logging.ERROR]
 
 
+def test_a_client_gone_mid_json_body_is_logged_as_such(client: TestClient, caplog) -> None:
+    """FastAPI parses a declared JSON body itself and answered such a disconnect 400."""
+    messages = [{"type": "http.request", "body": b'{"name": "al', "more_body": True}, {"type": "http.disconnect"}]
+    sent: list[dict] = []
+
+    async def receive():
+        return messages.pop(0) if messages else {"type": "http.disconnect"}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": "/api/v1/auth/token", "raw_path": b"/api/v1/auth/token", "query_string": b"", "root_path": "",
+             "client": ("127.0.0.1", 5000), "server": ("testserver", 80),
+             "headers": [(b"host", b"testserver"), (b"content-length", b"400"), (b"content-type", b"application/json")]}
+    with caplog.at_level(logging.INFO):
+        asyncio.run(client.app(scope, receive, send))
+    assert sent[0]["status"] == 499
+    assert [rec.status for rec in caplog.records if rec.name == "kernelrank.api.access"] == [499]
+
+
 def test_metrics_show_the_pool(client: TestClient) -> None:
     from tests.api.test_metrics import scrape
 
