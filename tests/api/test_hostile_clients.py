@@ -65,7 +65,6 @@ def _pool_in_use(server: Server) -> float:
     raise AssertionError("no kernelrank_database_connections_in_use in /metrics")
 
 
-@pytest.mark.slow
 def test_a_100_mb_body_to_every_route_stays_within_the_memory_bound(live: Server, world: World) -> None:
     from kernelrank.api.app import create_app
 
