@@ -5,8 +5,12 @@ and how evaluation jobs are dispatched.
 - :data:`SessionDep`: one SQLAlchemy session per request, committed when the route succeeds and
   rolled back when it raises (before the response is sent, so a failed commit is an error answer).
 - :data:`CurrentUser` (401 without a valid ``Authorization: Bearer <token>``), :data:`OptionalUser`
-  (``None`` when no token is sent; 401 for an invalid one), :data:`Viewer` (``None`` for no or an
-  invalid token: public reads), :data:`AdminUser` (403 for non-admins).
+  (``None`` when no token is sent; 401 for an invalid, revoked or expired one), :data:`Viewer`
+  (``None`` for no or an invalid token: public reads), :data:`AdminUser` (403 for non-admins).
+  Each ends the session's transaction once the caller is known (:func:`release`), so that no
+  database connection is held while an upload's body is still arriving (the body is read after
+  the caller is known: a slow client used to keep one of the pool's connections for as long as
+  it took to send, and twenty of them took all fifteen).
 - :data:`DispatchDep`: ``dispatch(job, queue, time_limit_s)``; by default sends the Celery task
   :data:`kernelrank.queue.EVALUATE` by name. Tests override :func:`get_dispatch`.
 - :data:`ReferenceCheckDep`: ``check(spec) -> reason | None``, how a pushed problem's reference
@@ -64,6 +68,13 @@ SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer kr_...`.")
 
 
+def release(session: Session) -> None:
+    """Commit what the session did so far (a token's ``last_used_at``) and give its connection
+    back to the pool; the session opens a new transaction, on a connection from the pool, at its
+    next query. Called when the caller is known, before a route reads its body."""
+    session.commit()
+
+
 def _unauthorized(message: str) -> HTTPException:
     return HTTPException(status.HTTP_401_UNAUTHORIZED, message, headers={"WWW-Authenticate": "Bearer"})
 
@@ -78,8 +89,9 @@ def get_optional_user(session: SessionDep,
     if credentials is None:
         return None
     user = users.authenticate(session, credentials.credentials)
+    release(session)
     if user is None:
-        raise _unauthorized("invalid or revoked API token")
+        raise _unauthorized("invalid, revoked or expired API token")
     return user
 
 
@@ -90,7 +102,11 @@ def get_viewer(session: SessionDep,
                credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> User | None:
     """The caller when a valid token is sent, else ``None``: public reads (problems, leaderboards)
     answer a wrong token as they answer no token; only what admins may see more of depends on it."""
-    return users.authenticate(session, credentials.credentials) if credentials is not None else None
+    if credentials is None:
+        return None
+    user = users.authenticate(session, credentials.credentials)
+    release(session)
+    return user
 
 
 Viewer = Annotated[User | None, Depends(get_viewer)]

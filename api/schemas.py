@@ -251,6 +251,9 @@ class PasswordLogin(BaseModel):
 
 class TokenCreate(BaseModel):
     name: str = Field(default="", max_length=64, examples=["laptop"])
+    expires_at: dt.datetime | None = Field(default=None, examples=["2027-01-01T00:00:00Z"], description=(
+        "When the token stops working (ISO 8601; without a time zone, UTC); it must be in the future. "
+        "Absent: it never expires."))
 
 
 class TokenPublic(_UtcTimes):
@@ -261,6 +264,10 @@ class TokenPublic(_UtcTimes):
     prefix: str = Field(description="The token's first characters, to recognise it.")
     created_at: dt.datetime
     revoked_at: dt.datetime | None
+    expires_at: dt.datetime | None = Field(default=None, description="Refused from then on; null: never expires.")
+    last_used_at: dt.datetime | None = Field(default=None, description=(
+        "The last request it authenticated, to the minute; null: never used."))
+    state: str = Field(default="active", description="active, expired or revoked.")
 
 
 class TokenCreated(TokenPublic):

@@ -17,7 +17,11 @@ Two sources, each in one place:
   - ``kernelrank_job_duration_seconds{device, mode}``: histogram of runner time per finished job
     (``finished_at - started_at``);
   - ``kernelrank_runners_online{device}``: runners with a recent heartbeat;
-  - ``kernelrank_database_up``: 1 when the queries above succeeded, else 0 (and no job series).
+  - ``kernelrank_database_up``: 1 when the queries above succeeded, else 0 (and no job series);
+  - ``kernelrank_database_connections_in_use``: connections of this API process's pool checked
+    out at scrape time (the scrape's own queries come after), against ``..._pool_size`` (the
+    pool's size plus its overflow): requests hold one only while they query, never while a body
+    is still arriving.
 
 Each API app has its own :class:`~prometheus_client.CollectorRegistry` (tests create many apps).
 """
@@ -87,15 +91,34 @@ class RequestMetricsMiddleware:
         try:
             await self.app(scope, receive, send_wrapper)
         finally:
-            elapsed = time.perf_counter() - start
+            self._record(scope, status["code"], time.perf_counter() - start)
+
+    def _record(self, scope: dict[str, Any], code: int, elapsed: float) -> None:
+        """Observe and log one request; never raises (a failure here would replace the request's
+        own answer or exception, and lose its log line): what cannot be recorded is logged."""
+        try:
             route = route_template(scope)
-            self.metrics.latency.labels(scope.get("method", ""), route, str(status["code"])).observe(elapsed)
-            extra: dict[str, Any] = {"method": scope.get("method"), "route": route, "status": status["code"],
+            self.metrics.latency.labels(str(scope.get("method", "")), route, str(code)).observe(elapsed)
+            extra: dict[str, Any] = {"method": scope.get("method"), "route": route, "status": code,
                                      "duration_ms": round(elapsed * 1000, 2)}
-            sub = (scope.get("path_params") or {}).get("submission_id")
+            sub = submission_label(scope)
             if sub is not None:
-                extra["submission_id"] = int(sub) if str(sub).isdigit() else sub
-            log.info("%s %s %s", scope.get("method"), route, status["code"], extra=extra)
+                extra["submission_id"] = sub
+            log.info("%s %s %s", scope.get("method"), route, code, extra=extra)
+        except Exception as e:  # noqa: BLE001 - see the docstring
+            log.error("could not record a request's metrics: %s", type(e).__name__)
+
+
+def submission_label(scope: dict[str, Any]) -> int | None:
+    """The ``submission_id`` path parameter of a request as an int, or ``None`` when there is none
+    or it is not a plain ASCII decimal of at most 19 digits (``¹`` passes ``str.isdigit()``)."""
+    value = (scope.get("path_params") or {}).get("submission_id")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    text = str(value) if value is not None else ""
+    if text.isascii() and text.isdigit() and len(text) <= 19:
+        return int(text)
+    return None
 
 
 class DatabaseCollector(Collector):
@@ -110,6 +133,7 @@ class DatabaseCollector(Collector):
         return []  # the series depend on the data: let the registry call collect() only at scrape time
 
     def collect(self):
+        yield from self._pool_families()
         up = GaugeMetricFamily("kernelrank_database_up", "1 when the job metrics could be read from the database.")
         try:
             families = self._families()
@@ -121,6 +145,28 @@ class DatabaseCollector(Collector):
         up.add_metric([], 1.0)
         yield up
         yield from families
+
+    def _pool_families(self) -> list:
+        """Connections checked out of the API's pool and its capacity (SQLAlchemy's ``QueuePool``;
+        nothing for pools without those figures)."""
+        try:
+            session = self.session_factory()
+            try:
+                pool = session.get_bind().pool
+            finally:
+                session.close()
+        except Exception:  # noqa: BLE001 - no engine (an unusable database URL): no pool figures
+            return []
+        checkedout, size, overflow = (getattr(pool, n, None) for n in ("checkedout", "size", "_max_overflow"))
+        if not callable(checkedout) or not callable(size):
+            return []
+        in_use = GaugeMetricFamily("kernelrank_database_connections_in_use",
+                                   "Database connections of this API process checked out of its pool.")
+        in_use.add_metric([], float(checkedout()))
+        capacity = GaugeMetricFamily("kernelrank_database_pool_size",
+                                     "Connections the API's pool may hand out at once (size + overflow).")
+        capacity.add_metric([], float(size() + max(0, overflow if isinstance(overflow, int) else 0)))
+        return [in_use, capacity]
 
     def _families(self) -> list:
         session = self.session_factory()

@@ -96,6 +96,18 @@ class Settings(BaseSettings):
     #: its files unpacked together.
     max_problem_bytes: int = Field(default=8 * 1024 * 1024, ge=64 * 1024)
 
+    # -- hostile clients (``kernelrank.api.edge``, ``kernelrank.api.server``) ---------------------------
+    #: Largest request body of every route but the uploads (JSON bodies, sign-in and token forms),
+    #: in bytes. Uploads have their own: ``max_code_bytes`` (submissions, with room for JSON
+    #: escapes and form fields) and ``max_problem_bytes`` (problem archives).
+    max_json_body_bytes: int = Field(default=64 * 1024, ge=4096)
+    #: Seconds a connection has to send a complete request head (request line and headers), from
+    #: when it opens or its previous response was sent; then the server closes it.
+    http_header_timeout_seconds: float = Field(default=10.0, gt=0)
+    #: Seconds a request has to send its whole body, from when its head arrived; then it is answered
+    #: 408 and its connection closed. 30 s takes a 256 KiB submission at 9 KiB/s.
+    http_body_timeout_seconds: float = Field(default=30.0, gt=0)
+
     # -- limits against abuse and observability (``kernelrank.services.limits``, ``kernelrank.logs``) ---
     #: Submissions a user may make per rolling hour (failed and cancelled ones do not count; see
     #: ``kernelrank.services.limits.COUNTED``); 0 = no limit. Admins are exempt.

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from starlette.datastructures import UploadFile
 
+from kernelrank.api.edge import Id, body_limit, problem_body_bytes
 from kernelrank.api.deps import AdminUser, DispatchDep, ReferenceCheckDep, SessionDep, SettingsDep
 from kernelrank.api.routes.submissions import _public
 from kernelrank.api.schemas import (
@@ -31,8 +32,6 @@ from kernelrank.services import TooLarge, problem_admin, problems, submissions
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 
 _ADMIN = {401: {"description": "No valid token"}, 403: {"description": "Not an admin"}}
-#: Bytes of form fields and boundaries besides the archive.
-_ENVELOPE_BYTES = 64 * 1024
 
 _PUSH_FORM = {
     "type": "object",
@@ -66,7 +65,7 @@ async def parse_upload(request: Request, settings: SettingsDep) -> ProblemUpload
     """
     limit = settings.max_problem_bytes
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit + _ENVELOPE_BYTES:
+    if declared.isascii() and declared.isdigit() and int(declared) > problem_body_bytes(settings):
         raise TooLarge(f"the upload is {declared} bytes; the limit is {limit} bytes")
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     if content_type != "multipart/form-data":
@@ -91,6 +90,7 @@ async def parse_upload(request: Request, settings: SettingsDep) -> ProblemUpload
                         413: {"description": "Over settings.max_problem_bytes, or too many files"},
                         422: {"description": "Unsafe archive, invalid definition, or a reference that fails "
                                              "its own tests (the reason is in detail)"}})
+@body_limit(problem_body_bytes)
 def push_problem(_admin: AdminUser, upload: Annotated[ProblemUpload, Depends(parse_upload)], session: SessionDep,
                  settings: SettingsDep, check: ReferenceCheckDep) -> ProblemPushed:
     """Create a problem, or a new revision of one, from an uploaded folder. The definition must
@@ -140,7 +140,7 @@ def unhide_problem(name: str, _admin: AdminUser, session: SessionDep) -> Problem
 @router.post("/submissions/{submission_id}/disqualify", response_model=SubmissionPublic,
              summary="Disqualify a submission",
              responses={**_ADMIN, 404: {"description": "No such submission"}, 422: {"description": "No reason"}})
-def disqualify(submission_id: int, body: DisqualifyRequest, admin: AdminUser, session: SessionDep) -> SubmissionPublic:
+def disqualify(submission_id: Id, body: DisqualifyRequest, admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """Take the submission out of the ranking; the reason is shown to its author."""
     sub = submissions.disqualify(session, admin, submission_id, body.reason)
     return _public(sub, full=True, with_code=False, admin=True)
@@ -150,7 +150,7 @@ def disqualify(submission_id: int, body: DisqualifyRequest, admin: AdminUser, se
              summary="Clear a submission's review mark",
              responses={**_ADMIN, 404: {"description": "No such submission"},
                         409: {"description": "Not marked for review"}})
-def clear_review(submission_id: int, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
+def clear_review(submission_id: Id, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """An admin checked a submission marked for review (a speedup beyond its problem's bound) and
     found it sound: the mark leaves the leaderboard."""
     return _public(submissions.clear_review(session, submission_id), full=True, with_code=False, admin=True)
@@ -159,7 +159,7 @@ def clear_review(submission_id: int, _admin: AdminUser, session: SessionDep) -> 
 @router.post("/submissions/{submission_id}/reinstate", response_model=SubmissionPublic,
              summary="Undo a disqualification",
              responses={**_ADMIN, 404: {"description": "No such submission"}})
-def reinstate(submission_id: int, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
+def reinstate(submission_id: Id, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """Ranked again when its runs earn it."""
     return _public(submissions.reinstate(session, submission_id), full=True, with_code=False, admin=True)
 
@@ -169,7 +169,7 @@ def reinstate(submission_id: int, _admin: AdminUser, session: SessionDep) -> Sub
              responses={**_ADMIN, 404: {"description": "No such submission"},
                         409: {"description": "Still queued or running (use force=true if its job is lost)"},
                         503: {"description": "The job queue is unavailable"}})
-def requeue(submission_id: int, _admin: AdminUser, session: SessionDep, dispatch: DispatchDep,
+def requeue(submission_id: Id, _admin: AdminUser, session: SessionDep, dispatch: DispatchDep,
             force: Annotated[bool, Query(description="Requeue even while queued or running.")] = False,
             ) -> SubmissionPublic:
     """Judge the submission again as a new attempt (older runs stay as history, never counted)."""

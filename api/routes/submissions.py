@@ -17,6 +17,7 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
+from kernelrank.api.edge import Id, Offset, body_limit, submission_body_bytes
 from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionDep, SettingsDep
 from kernelrank.api.schemas import RunPublic, SubmissionAccepted, SubmissionCreate, SubmissionPublic
 from kernelrank.db.models import Submission
@@ -25,11 +26,6 @@ from kernelrank.vocab import CPU_QUEUE, MODES, Mode, SubmissionStatus
 
 router = APIRouter(prefix="/api/v1/submissions", tags=["submissions"])
 log = logging.getLogger("kernelrank.api.submissions")
-
-#: Bytes a request may carry besides the code (form fields, multipart boundaries, JSON keys).
-_ENVELOPE_BYTES = 64 * 1024
-#: Worst-case growth of text written as a JSON string (``\u00XX`` escapes).
-_JSON_ESCAPE_FACTOR = 6
 
 
 
@@ -48,8 +44,7 @@ def _field_errors(e: ValidationError) -> RequestValidationError:
     return RequestValidationError([{**err, "loc": ("body", *err["loc"])} for err in e.errors(include_url=False)])
 
 
-async def _from_json(request: Request, limit: int) -> NewSubmission:
-    cap = limit * _JSON_ESCAPE_FACTOR + _ENVELOPE_BYTES
+async def _from_json(request: Request, limit: int, cap: int) -> NewSubmission:
     body = bytearray()
     async for chunk in request.stream():
         body += chunk
@@ -105,15 +100,15 @@ async def parse_submission(request: Request, settings: SettingsDep) -> NewSubmis
     """
     from fastapi import HTTPException
 
-    limit = settings.max_code_bytes
+    limit, cap = settings.max_code_bytes, submission_body_bytes(settings)
     content_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit * _JSON_ESCAPE_FACTOR + _ENVELOPE_BYTES:
+    if declared.isascii() and declared.isdigit() and int(declared) > cap:
         raise TooLarge(f"request body is {declared} bytes; code is limited to {limit} bytes")
     if content_type == "multipart/form-data":
         return await _from_form(request, limit)
     if content_type == "application/json" or content_type.endswith("+json"):
-        return await _from_json(request, limit)
+        return await _from_json(request, limit, cap)
     raise HTTPException(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
                         "send the submission as multipart/form-data (file=@kernel.py) or application/json")
 
@@ -143,6 +138,7 @@ _FORM_SCHEMA = {
                429: {"description": "Over the hourly quota or the concurrent-job limit; see Retry-After"},
                503: {"description": "The database or the job queue is unavailable"}},
 )
+@body_limit(submission_body_bytes)
 def create_submission(user: CurrentUser, new: Annotated[NewSubmission, Depends(parse_submission)],
                       session: SessionDep, settings: SettingsDep, dispatch: DispatchDep,
                       response: Response) -> SubmissionAccepted:
@@ -169,7 +165,7 @@ def list_submissions(
     status_: Annotated[SubmissionStatus | None, Query(alias="status")] = None,
     disqualified: Annotated[bool | None, Query(description="Only disqualified (true) or not (false).")] = None,
     limit: Annotated[int, Query(ge=1, le=200)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Offset = 0,
 ) -> list[SubmissionPublic]:
     """The caller's submissions, newest first, filtered by problem, device queue and verdict
     (``code`` and ``logs`` null: read one for them)."""
@@ -181,7 +177,7 @@ def list_submissions(
 
 @router.get("/{submission_id}", response_model=SubmissionPublic, summary="One submission",
             responses={401: {"description": "Invalid token"}, 404: {"description": "No such submission"}})
-def get_submission(submission_id: int, viewer: OptionalUser, session: SessionDep) -> SubmissionPublic:
+def get_submission(submission_id: Id, viewer: OptionalUser, session: SessionDep) -> SubmissionPublic:
     """A submission's status and verdict (public; for a hidden problem, its owner's and admins'
     only); code, logs and error details for its owner and admins."""
     sub = submissions.get_visible_submission(session, submission_id, viewer)
@@ -193,7 +189,7 @@ def get_submission(submission_id: int, viewer: OptionalUser, session: SessionDep
              responses={401: {"description": "No valid token"}, 403: {"description": "Not the owner nor an admin"},
                         404: {"description": "No such submission"},
                         409: {"description": "Not queued any more (running or finished)"}})
-def cancel_submission(submission_id: int, user: CurrentUser, session: SessionDep) -> SubmissionPublic:
+def cancel_submission(submission_id: Id, user: CurrentUser, session: SessionDep) -> SubmissionPublic:
     """Cancel one of your queued submissions (admins: anyone's): it becomes ``cancelled``, is never
     judged and does not count against your limits."""
     sub = submissions.cancel_submission(session, user, submission_id)

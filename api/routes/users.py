@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response, status
 
+from kernelrank.api.edge import Id
 from kernelrank.api.deps import AdminUser, CurrentUser, SessionDep
 from kernelrank.api.schemas import (
     Me,
@@ -27,7 +28,8 @@ _NO_TOKEN = {401: {"description": "No valid token"}}
 
 def _token_public(token: ApiToken) -> TokenPublic:
     return TokenPublic(id=token.id, name=token.name, prefix=token.prefix, created_at=token.created_at,
-                       revoked_at=token.revoked_at)
+                       revoked_at=token.revoked_at, expires_at=token.expires_at, last_used_at=token.last_used_at,
+                       state=users.token_state(token))
 
 
 @router.get("/me", response_model=Me, summary="The caller", responses=_NO_TOKEN)
@@ -51,16 +53,18 @@ def list_tokens(user: CurrentUser, session: SessionDep) -> list[TokenPublic]:
 
 
 @router.post("/users/me/tokens", response_model=TokenCreated, status_code=status.HTTP_201_CREATED,
-             summary="Create an API token", responses=_NO_TOKEN)
+             summary="Create an API token",
+             responses={**_NO_TOKEN, 422: {"description": "A name over 64 characters, or an expiry not in the future"}})
 def create_token(body: TokenCreate, user: CurrentUser, session: SessionDep) -> TokenCreated:
-    """A new named API token for the caller, shown in this answer only."""
-    token, raw = users.create_token(session, user, body.name)
+    """A new named API token for the caller, shown in this answer only; with ``expires_at``, it is
+    refused (401) from then on."""
+    token, raw = users.create_token(session, user, body.name, expires_at=body.expires_at)
     return TokenCreated(**_token_public(token).model_dump(), token=raw)
 
 
 @router.delete("/users/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Revoke an API token",
                responses={**_NO_TOKEN, 404: {"description": "Not one of the caller's tokens"}})
-def revoke_token(token_id: int, user: CurrentUser, session: SessionDep) -> Response:
+def revoke_token(token_id: Id, user: CurrentUser, session: SessionDep) -> Response:
     """Revoke one of the caller's tokens (at once: later requests with it get 401). Revoking the
     token this request was made with is allowed."""
     users.revoke_token(session, user, token_id)

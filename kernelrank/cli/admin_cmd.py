@@ -5,7 +5,7 @@ moderation, and one's own API tokens.
 - ``kernelrank problems open|close|hide|unhide NAME [--deadline ISO-8601]``
 - ``kernelrank admin disqualify ID --reason TEXT``, ``admin reinstate ID``, ``admin requeue ID [--force]``,
   ``admin clear-review ID``
-- ``kernelrank tokens list``, ``tokens create [NAME]``, ``tokens revoke ID``
+- ``kernelrank tokens list``, ``tokens create [NAME] [--expires 30d|12h|2027-01-01]``, ``tokens revoke ID``
 
 Server and token resolve as for ``submit`` (flags, ``KERNELRANK_SERVER``/``KERNELRANK_TOKEN``, the
 ``kernelrank login`` config). Exit status: 0 on success, 2 for a usage error or a request the
@@ -182,22 +182,56 @@ def tokens_list(server: ServerOpt = None, token: TokenOpt = None, as_json: JsonO
     if as_json:
         typer.echo(json.dumps(answer, default=str))
         return
-    table = Table("id", "name", "prefix", "created", "revoked")
+    table = Table("id", "name", "prefix", "created", "expires", "last used", "state")
     for t in answer:
-        table.add_row(str(t["id"]), t["name"], t["prefix"] + "…", str(t["created_at"])[:19],
-                      str(t["revoked_at"] or "")[:19])
+        table.add_row(str(t["id"]), t["name"], t["prefix"] + "…", str(t["created_at"])[:16],
+                      str(t.get("expires_at") or "never")[:16], str(t.get("last_used_at") or "never")[:16],
+                      t.get("state") or ("revoked" if t["revoked_at"] else "active"))
     make_console().print(table)
+
+
+def parse_expiry(text: str, now: "dt.datetime | None" = None) -> "dt.datetime":
+    """An expiry as ``--expires`` takes it: a duration from now (``90m``, ``12h``, ``30d``, ``2w``)
+    or a date or time in ISO 8601 (``2027-01-01``, ``2027-01-01T12:00:00+02:00``; without a time
+    zone, UTC). Returns an aware UTC time.
+
+    Raises:
+        ValueError: neither.
+    """
+    import datetime as dt
+    import re
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    m = re.fullmatch(r"\s*(\d{1,6})\s*([mhdw])\s*", text)
+    if m:
+        unit = {"m": "minutes", "h": "hours", "d": "days", "w": "weeks"}[m.group(2)]
+        return now + dt.timedelta(**{unit: int(m.group(1))})
+    try:
+        value = dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise ValueError(f"not a duration (30d, 12h, 90m, 2w) nor an ISO 8601 date: {text[:40]!r}") from None
+    return (value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)).astimezone(dt.timezone.utc)
 
 
 @tokens_app.command("create")
 def tokens_create(name: Annotated[str, typer.Argument(help="A name to recognise it by.")] = "",
+                  expires: Annotated[Optional[str], typer.Option(
+                      "--expires", help="When it stops working: a duration (30d, 12h, 90m, 2w) or an ISO 8601 "
+                                        "date or time (UTC unless given). Default: never.")] = None,
                   server: ServerOpt = None, token: TokenOpt = None) -> None:
     """Create an API token and print it, once, alone on stdout."""
     from kernelrank.cli.render import make_console
 
-    answer = _call(server, token, "POST", "/users/me/tokens", json={"name": name})
-    make_console(stderr=True).print(f"created token #{answer['id']} {name!r}. It is shown once, below; keep it secret:",
-                                    markup=False)
+    body: dict[str, Any] = {"name": name}
+    if expires is not None:
+        try:
+            body["expires_at"] = parse_expiry(expires).isoformat()
+        except ValueError as e:
+            raise _fail(ClientError(f"--expires: {e}", 2)) from None
+    answer = _call(server, token, "POST", "/users/me/tokens", json=body)
+    until = f", expires {str(answer['expires_at'])[:16]}" if answer.get("expires_at") else ""
+    make_console(stderr=True).print(f"created token #{answer['id']} {name!r}{until}. It is shown once, below; "
+                                    "keep it secret:", markup=False)
     typer.echo(answer["token"])
 
 

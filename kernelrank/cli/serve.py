@@ -1,8 +1,8 @@
 """``kernelrank serve``: the whole service on one machine, in one command.
 
 Prepares the data folder (database migrated, problems loaded, a first admin), then runs three
-child processes and watches them: the HTTP API (uvicorn), the control worker (writes runners'
-reports to the database) and a CPU runner. Their output goes to ``<data_dir>/logs/<name>.log``.
+child processes and watches them: the HTTP API (uvicorn, :mod:`kernelrank.api.server`), the
+control worker (writes runners' reports to the database) and a CPU runner. Their output goes to ``<data_dir>/logs/<name>.log``.
 Ctrl-C or SIGTERM stops them all (each asked to stop, killed after a grace period); when one of
 them dies, serve names it, stops the others and exits with status 1.
 
@@ -157,8 +157,8 @@ def children(host: str, port: int, logs: Path) -> list[Child]:
     py = sys.executable
     celery_flags = ["--without-gossip", "--without-mingle", "--without-heartbeat"]
     return [
-        Child("api", [py, "-m", "uvicorn", "kernelrank.api.app:create_app", "--factory", "--host", host,
-                      "--port", str(port), "--no-access-log"], logs / "api.log"),  # the app logs each request as JSON
+        # uvicorn with a deadline for request heads; the app logs each request as JSON
+        Child("api", [py, "-m", "kernelrank.api.server", "--host", host, "--port", str(port)], logs / "api.log"),
         Child("control", [py, "-m", "celery", "-A", "kernelrank.control", "worker", "-Q", "control", "-P", "solo",
                           *celery_flags, "-n", "control@%h", "--loglevel", "INFO"], logs / "control.log"),
         # the embedded trial's runner starts at once; `kernelrank runner --self-test` checks this machine

@@ -41,11 +41,25 @@ class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, dt.datetime: DateTime(timezone=True)}
 
 
+def fold_name(name: str) -> str:
+    """The form of a user name that must be unique: Unicode NFKC, then case-folded
+    (``"Alice"``, ``"ALICE"`` and ``"ａｌｉｃｅ"`` are one name)."""
+    import unicodedata
+
+    return unicodedata.normalize("NFKC", name).casefold()
+
+
+def _folded_default(context: Any) -> str:
+    return fold_name(context.get_current_parameters()["name"])
+
+
 class User(Base):
     __tablename__ = "users"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
+    #: :func:`fold_name` of ``name``, set on insert: one account per name regardless of case (migration 0008).
+    name_folded: Mapped[str] = mapped_column(String(64), unique=True, index=True, default=_folded_default)
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     #: Argon2id hash (PHC string) of the password; ``None``: no password sign-in.
     password_hash: Mapped[str | None] = mapped_column(String(255), default=None)
@@ -66,6 +80,10 @@ class ApiToken(Base):
     name: Mapped[str] = mapped_column(String(64), default="")
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
     revoked_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    #: Refused from then on; ``None``: never expires.
+    expires_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    #: The last request it authenticated, to the minute (``kernelrank.services.users.LAST_USED_RESOLUTION``).
+    last_used_at: Mapped[dt.datetime | None] = mapped_column(default=None)
 
     user: Mapped[User] = relationship(back_populates="tokens")
 

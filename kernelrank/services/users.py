@@ -5,6 +5,14 @@ slow hash is for low-entropy passwords; a random token needs only a preimage-res
 Passwords are hashed with Argon2id (``argon2-cffi``'s :class:`~argon2.PasswordHasher`, its default
 RFC 9106 low-memory profile: 3 passes over 64 MiB), salted per user.
 
+User names are 1-64 letters, digits, ``_ . -`` (after Unicode NFKC normalisation), matched whole
+(no trailing newline), and unique regardless of case: ``users.name_folded`` holds the NFKC
+case-folded name under a unique index, and every look-up by name goes through it.
+
+API tokens may carry an expiry (``expires_at``; refused from then on, like a revoked one) and
+record the last time they authenticated a request (``last_used_at``, written at most once per
+:data:`LAST_USED_RESOLUTION`, so reads do not turn into a write each).
+
 Web sessions are server-side rows: the browser's cookie holds the raw session token, so signing
 out (or an admin deleting the user) ends the session at once and no signing secret is needed.
 The CSRF token of a session is derived from its raw token (:func:`csrf_token`), so a page can put
@@ -18,13 +26,14 @@ import hashlib
 import hmac
 import re
 import secrets
+import unicodedata
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from kernelrank.db.models import ApiToken, User, WebSession, utcnow
+from kernelrank.db.models import ApiToken, User, WebSession, fold_name, utcnow
 from kernelrank.services import Conflict, Forbidden, Invalid, NotFound
 
 if TYPE_CHECKING:
@@ -36,7 +45,28 @@ SESSION_PREFIX = "krs_"
 PASSWORD_MIN_CHARS = 8
 #: Longer passwords are refused (hashing cost grows with the input; nobody types more).
 PASSWORD_MAX_CHARS = 1024
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+#: A user name, matched whole (``fullmatch``: ``$`` would let a trailing newline through).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+#: ``last_used_at`` is rewritten only when older than this.
+LAST_USED_RESOLUTION = dt.timedelta(minutes=1)
+
+
+def normalize_name(name: str) -> str:
+    """``name`` in Unicode NFKC (fullwidth ``ａｌｉｃｅ`` is ``alice``), as it is stored."""
+    return unicodedata.normalize("NFKC", name)
+
+
+def valid_name(name: str) -> bool:
+    """Whether ``name`` (normalised) is a user name: 1-64 letters, digits, ``_ . -``, starting with a
+    letter or digit, and nothing else (no trailing newline)."""
+    return _NAME.fullmatch(name) is not None
+
+
+def find_user(session: Session, name: str) -> User | None:
+    """The user whose name is ``name`` regardless of case and Unicode form, or ``None``."""
+    if len(name) > 256:
+        return None
+    return session.scalar(select(User).where(User.name_folded == fold_name(name)))
 
 
 def hash_token(raw: str) -> str:
@@ -47,15 +77,20 @@ def hash_token(raw: str) -> str:
 def create_user(session: Session, name: str, admin: bool = False) -> tuple[User, str]:
     """Create a user and a first API token; returns ``(user, raw_token)``.
 
+    The name is stored in Unicode NFKC (:func:`normalize_name`).
+
     Raises:
-        Invalid: a name that is not 1-64 letters, digits, ``_ . -``.
-        Conflict: the name is taken.
+        Invalid: a name that is not 1-64 letters, digits, ``_ . -`` (after normalisation).
+        Conflict: the name is taken, in any case (``Alice`` when ``alice`` exists).
     """
-    if not _NAME.match(name):
+    name = normalize_name(name)
+    if not valid_name(name):
         raise Invalid("user names are 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit")
-    if session.scalar(select(User).where(User.name == name)) is not None:
-        raise Conflict(f"user {name!r} exists")
-    user = User(name=name, is_admin=admin)
+    existing = find_user(session, name)
+    if existing is not None:
+        raise Conflict(f"user {name!r} exists" if existing.name == name else
+                       f"user {name!r} exists as {existing.name!r} (names are unique regardless of case)")
+    user = User(name=name, name_folded=fold_name(name), is_admin=admin)
     session.add(user)
     session.flush()
     return user, issue_token(session, user, "default")
@@ -66,18 +101,26 @@ def issue_token(session: Session, user: User, name: str = "") -> str:
     return create_token(session, user, name)[1]
 
 
-def create_token(session: Session, user: User, name: str = "") -> tuple[ApiToken, str]:
+def create_token(session: Session, user: User, name: str = "",
+                 expires_at: dt.datetime | None = None) -> tuple[ApiToken, str]:
     """A new named API token for ``user``: ``(row, raw_token)``; the raw value is returned once and
     never stored (the row keeps its SHA-256 and its first 10 characters as ``prefix``).
 
+    Args:
+        expires_at: when it stops working (a naive time is read as UTC); ``None``: never.
+
     Raises:
-        Invalid: a name over 64 characters.
+        Invalid: a name over 64 characters, or an expiry that is not in the future.
     """
     name = name.strip()
     if len(name) > 64:
         raise Invalid("token names are at most 64 characters")
+    if expires_at is not None:
+        expires_at = _aware(expires_at)
+        if expires_at <= utcnow():
+            raise Invalid("a token's expiry must be in the future")
     raw = TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ApiToken(user_id=user.id, token_hash=hash_token(raw), prefix=raw[:10], name=name)
+    token = ApiToken(user_id=user.id, token_hash=hash_token(raw), prefix=raw[:10], name=name, expires_at=expires_at)
     session.add(token)
     session.flush()
     return token, raw
@@ -85,17 +128,39 @@ def create_token(session: Session, user: User, name: str = "") -> tuple[ApiToken
 
 def list_tokens(session: Session, user: User, include_revoked: bool = True) -> list[ApiToken]:
     """``user``'s API tokens, newest first (hashes stay in the rows: show ``name``, ``prefix``,
-    ``created_at``, ``revoked_at`` only)."""
+    ``created_at``, ``expires_at``, ``last_used_at``, ``revoked_at`` only)."""
     q = select(ApiToken).where(ApiToken.user_id == user.id)
     if not include_revoked:
         q = q.where(ApiToken.revoked_at.is_(None))
     return list(session.scalars(q.order_by(ApiToken.created_at.desc(), ApiToken.id.desc())))
 
 
+def token_state(token: ApiToken, now: dt.datetime | None = None) -> str:
+    """``active``, ``revoked`` or ``expired``."""
+    if token.revoked_at is not None:
+        return "revoked"
+    if token.expires_at is not None and _aware(token.expires_at) <= (now or utcnow()):
+        return "expired"
+    return "active"
+
+
+def find_token(session: Session, raw: str) -> ApiToken | None:
+    """The token row of a raw token (any state), or ``None``."""
+    if len(raw) > 256:
+        return None
+    return session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw)))
+
+
 def authenticate(session: Session, raw: str) -> User | None:
-    """The user owning an unrevoked token, or ``None``."""
-    token = session.scalar(select(ApiToken).where(ApiToken.token_hash == hash_token(raw), ApiToken.revoked_at.is_(None)))
-    return token.user if token is not None else None
+    """The user owning a token that is neither revoked nor expired, or ``None``. Records the use
+    (``last_used_at``, when it is older than :data:`LAST_USED_RESOLUTION`)."""
+    token = find_token(session, raw)
+    now = utcnow()
+    if token is None or token_state(token, now) != "active":
+        return None
+    if token.last_used_at is None or _aware(token.last_used_at) <= now - LAST_USED_RESOLUTION:
+        token.last_used_at = now
+    return token.user
 
 
 def revoke_token(session: Session, user: User, token_id: int) -> None:
@@ -112,8 +177,10 @@ def revoke_token(session: Session, user: User, token_id: int) -> None:
 
 
 def get_user(session: Session, name: str) -> User:
-    """Raises: NotFound."""
-    user = session.scalar(select(User).where(User.name == name))
+    """The user named ``name`` (regardless of case and Unicode form).
+
+    Raises: NotFound."""
+    user = find_user(session, name)
     if user is None:
         raise NotFound(f"no user {name!r}")
     return user
@@ -201,7 +268,7 @@ def authenticate_password(session: Session, name: str, password: str) -> User | 
     """
     if len(password) > PASSWORD_MAX_CHARS:
         return None
-    user = session.scalar(select(User).where(User.name == name)) if len(name) <= 64 else None
+    user = find_user(session, name) if len(name) <= 64 else None
     if user is None:
         check_password(User(name="", password_hash=None), password)
         return None

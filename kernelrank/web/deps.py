@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 
-from kernelrank.api.deps import SessionDep
+from kernelrank.api.deps import SessionDep, release
 from kernelrank.db.models import User
 from kernelrank.services import Forbidden, users
 from kernelrank.web import format as fmt
@@ -68,8 +68,11 @@ def check_csrf(request: Request, token: str) -> None:
 
 
 def get_page_user(request: Request, session: SessionDep) -> User | None:
-    """The signed-in user of this browser, or ``None``."""
-    return users.web_session_user(session, request.cookies.get(COOKIE))
+    """The signed-in user of this browser, or ``None`` (the session's connection goes back to the
+    pool before a form is read: :func:`kernelrank.api.deps.release`)."""
+    user = users.web_session_user(session, request.cookies.get(COOKIE))
+    release(session)
+    return user
 
 
 PageUser = Annotated[User | None, Depends(get_page_user)]

@@ -1,11 +1,14 @@
 """Account pages: sign in (username and password, or an API token), sign out, and one's API
-tokens (create, shown once; revoke)."""
+tokens (create with an optional expiry, shown once; when each expires and was last used; revoke)."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
+from kernelrank.api.edge import Id
 from kernelrank.api.deps import SessionDep, SettingsDep
 from kernelrank.services import users
 from kernelrank.web.deps import COOKIE, PageUser, check_csrf, check_origin, render
@@ -33,7 +36,7 @@ def signin(request: Request, session: SessionDep, settings: SettingsDep, usernam
     user = None
     if token.strip():
         user = users.authenticate(session, token.strip())
-        error = "that API token is not valid (revoked, or mistyped)"
+        error = "that API token is not valid (revoked, expired, or mistyped)"
     else:
         user = users.authenticate_password(session, username.strip(), password) if username.strip() else None
         error = "wrong username or password"
@@ -62,24 +65,37 @@ def tokens_page(request: Request, session: SessionDep, user: PageUser):
     """The signed-in user's API tokens (name, prefix, dates; never the token itself)."""
     if user is None:
         return signin_redirect("/me/tokens")
-    return render(request, "tokens.html", user, tokens=users.list_tokens(session, user), new_token=None)
+    return render(request, "tokens.html", user, tokens=_rows(session, user), new_token=None,
+                  expiry_choices=EXPIRY_CHOICES)
+
+
+#: The tokens form's expiry choices: (days, label); 0 is "never".
+EXPIRY_CHOICES = ((0, "never"), (7, "in 7 days"), (30, "in 30 days"), (90, "in 90 days"), (365, "in a year"))
+
+
+def _rows(session, user) -> list[dict]:
+    return [{"token": t, "state": users.token_state(t)} for t in users.list_tokens(session, user)]
 
 
 @router.post("/me/tokens", response_class=HTMLResponse)
-def create_token(request: Request, session: SessionDep, user: PageUser, csrf: str = Form(""), name: str = Form("")):
-    """Create a named API token and show it this once."""
+def create_token(request: Request, session: SessionDep, user: PageUser, csrf: str = Form(""), name: str = Form(""),
+                 expires_days: int = Form(0, ge=0, le=3650)):
+    """Create a named API token, expiring in ``expires_days`` days (0: never), and show it this once."""
+    from kernelrank.db.models import utcnow
+
     if user is None:
         return signin_redirect("/me/tokens")
     check_csrf(request, csrf)
-    row, raw = users.create_token(session, user, name)
-    response = render(request, "tokens.html", user, status_code=201, tokens=users.list_tokens(session, user),
-                      new_token=raw, new_name=row.name)
+    expires_at = utcnow() + dt.timedelta(days=expires_days) if expires_days else None
+    row, raw = users.create_token(session, user, name, expires_at=expires_at)
+    response = render(request, "tokens.html", user, status_code=201, tokens=_rows(session, user),
+                      new_token=raw, new_name=row.name, expiry_choices=EXPIRY_CHOICES)
     response.headers["Cache-Control"] = "no-store"
     return response
 
 
 @router.post("/me/tokens/{token_id}/revoke")
-def revoke_token(token_id: int, request: Request, session: SessionDep, user: PageUser, csrf: str = Form("")):
+def revoke_token(token_id: Id, request: Request, session: SessionDep, user: PageUser, csrf: str = Form("")):
     """Revoke one of the signed-in user's API tokens."""
     if user is None:
         return signin_redirect("/me/tokens")

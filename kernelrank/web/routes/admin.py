@@ -8,10 +8,14 @@ functions as ``/api/v1/admin/...``. Non-admins get 403; signed-out browsers go t
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
+from typing import Annotated
 
-from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
+from starlette.datastructures import UploadFile
 
+from kernelrank.api.edge import Id, body_limit, problem_body_bytes
 from kernelrank.api.deps import DispatchDep, ReferenceCheckDep, SessionDep, SettingsDep
 from kernelrank.db.models import User
 from kernelrank.services import Forbidden, Invalid, TooLarge, problem_admin, problems, submissions
@@ -54,9 +58,51 @@ def admin_page(request: Request, session: SessionDep, user: PageUser):
     return render(request, "admin.html", user, problems=rows, pushed=None)
 
 
+@dataclass(frozen=True)
+class PageUpload:
+    """The push form: the archive's bytes, whether a new problem starts hidden, the CSRF field."""
+
+    archive: bytes
+    hidden: bool
+    csrf: str
+
+
+async def parse_page_upload(request: Request, settings: SettingsDep, user: PageUser) -> PageUpload:
+    """The push form, read only once an admin is known to be signed in (a stranger's upload is
+    refused before its body is read).
+
+    Raises:
+        Forbidden: not an admin. TooLarge: an archive over ``settings.max_problem_bytes``.
+        Invalid: no archive file, or a malformed form.
+    """
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    _admin(user)
+    limit = settings.max_problem_bytes
+    try:
+        form = await request.form(max_files=1, max_fields=4, max_part_size=64 * 1024)
+    except StarletteHTTPException as e:
+        if e.status_code != 400:  # the edge's 401/408/413
+            raise
+        raise Invalid(f"malformed form: {e.detail}") from None
+    try:
+        upload = form.get("archive")
+        if not isinstance(upload, UploadFile):
+            raise Invalid("choose a problem archive (tar or tar.gz)")
+        data = await upload.read(limit + 1)
+        hidden = str(form.get("hidden") or "").lower() in ("1", "true", "yes", "on")
+        csrf = str(form.get("csrf") or "")
+    finally:
+        await form.close()
+    if len(data) > limit:
+        raise TooLarge(f"the archive is over {limit} bytes")
+    return PageUpload(data, hidden, csrf)
+
+
 @router.post("/problems", response_class=HTMLResponse)
+@body_limit(problem_body_bytes)
 def push(request: Request, session: SessionDep, settings: SettingsDep, check: ReferenceCheckDep, user: PageUser,
-         archive: UploadFile = File(...), csrf: str = Form(""), hidden: bool = Form(False)):
+         upload: Annotated[PageUpload, Depends(parse_page_upload)]):
     """Create or revise a problem from an uploaded archive (``problem.yaml`` + ``reference/``), after
     its reference passes its own tests (blocking: this is a sync route, run in a worker thread).
 
@@ -64,11 +110,9 @@ def push(request: Request, session: SessionDep, settings: SettingsDep, check: Re
         TooLarge, Invalid, Conflict: as :func:`kernelrank.services.problem_admin.push_problem`.
     """
     _admin(user)
-    check_csrf(request, csrf)
-    data = archive.file.read(settings.max_problem_bytes + 1)
-    if len(data) > settings.max_problem_bytes:
-        raise TooLarge(f"the archive is over {settings.max_problem_bytes} bytes")
-    result = problem_admin.push_problem(session, data, settings.max_problem_bytes, check, hidden=hidden)
+    check_csrf(request, upload.csrf)
+    result = problem_admin.push_problem(session, upload.archive, settings.max_problem_bytes, check,
+                                        hidden=upload.hidden)
     name = result.revision.problem.name
     rows = [{"rev": rev, "state": problems.state_of(rev.problem), "deadline": problems.deadline_of(rev.problem)}
             for rev in problems.list_current(session, include_hidden=True)]
@@ -99,7 +143,7 @@ def problem_action(name: str, action: str, request: Request, session: SessionDep
 
 
 @router.post("/submissions/{submission_id}/{action}")
-def submission_action(submission_id: int, action: str, request: Request, session: SessionDep,
+def submission_action(submission_id: Id, action: str, request: Request, session: SessionDep,
                       dispatch: DispatchDep, user: PageUser, csrf: str = Form(""), reason: str = Form(""),
                       force: bool = Form(False)):
     """``disqualify`` (with a reason shown to the author), ``reinstate`` or ``requeue`` a submission.
@@ -124,7 +168,7 @@ def submission_action(submission_id: int, action: str, request: Request, session
 
 
 @router.get("/go")
-def go_to_submission(id: int, user: PageUser):
+def go_to_submission(id: Id, user: PageUser):
     """The moderation form's jump to a submission page."""
     _admin(user)
     return RedirectResponse(f"/submissions/{id}", status_code=303)

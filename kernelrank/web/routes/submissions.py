@@ -16,6 +16,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from kernelrank.api.edge import Id, PageNumber, body_limit, submission_body_bytes
 from kernelrank.api.deps import DispatchDep, SessionDep, SettingsDep
 from kernelrank.api.routes.submissions import _public as public_view
 from kernelrank.services import Invalid, TooLarge, problems, runners, submissions
@@ -37,6 +38,7 @@ def _view(session, sub, user) -> dict[str, Any]:
 
 
 @router.post("/problems/{name}/submit")
+@body_limit(submission_body_bytes)
 async def submit(name: str, request: Request, session: SessionDep, settings: SettingsDep,
                  dispatch: DispatchDep, user: PageUser):
     """Store a kernel from the problem page's form and queue it, like ``POST /api/v1/submissions``;
@@ -52,6 +54,8 @@ async def submit(name: str, request: Request, session: SessionDep, settings: Set
     try:  # pasted code is a form field: the parser refuses fields over max_part_size
         form = await request.form(max_files=1, max_fields=8, max_part_size=limit + 1024)
     except StarletteHTTPException as e:
+        if e.status_code != 400:  # the edge's 401/408/413
+            raise
         if "maximum size" in str(e.detail):
             raise TooLarge(f"submission is over the limit of {limit} bytes") from None
         raise Invalid(f"malformed form: {e.detail}") from None
@@ -78,7 +82,7 @@ async def submit(name: str, request: Request, session: SessionDep, settings: Set
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-def submission_page(submission_id: int, request: Request, session: SessionDep, user: PageUser):
+def submission_page(submission_id: Id, request: Request, session: SessionDep, user: PageUser):
     """Status (live until the verdict), per-case correctness and timing, roofline, speedup,
     profile table; code and logs for the owner and admins."""
     sub = submissions.get_submission(session, submission_id)
@@ -86,7 +90,7 @@ def submission_page(submission_id: int, request: Request, session: SessionDep, u
 
 
 @router.get("/submissions/{submission_id}/live", response_class=HTMLResponse)
-def submission_live(submission_id: int, request: Request, session: SessionDep, user: PageUser):
+def submission_live(submission_id: Id, request: Request, session: SessionDep, user: PageUser):
     """The status-and-results fragment of a submission page, for the page's polling script."""
     sub = submissions.get_submission(session, submission_id)
     response = render(request, "_submission_live.html", user, **_view(session, sub, user))
@@ -96,7 +100,7 @@ def submission_live(submission_id: int, request: Request, session: SessionDep, u
 
 @router.get("/me/submissions", response_class=HTMLResponse)
 def my_submissions(request: Request, session: SessionDep, user: PageUser, problem: str = "", device: str = "",
-                   status: str = "", page: int = 1):
+                   status: str = "", page: PageNumber = 1):
     """The signed-in user's submissions, newest first, filtered by problem, device and verdict,
     :data:`PAGE_SIZE` per page."""
     if user is None:
