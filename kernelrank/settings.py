@@ -44,6 +44,9 @@ class Settings(BaseSettings):
     runner_allow_unisolated_network: bool = False
     #: Fork each child from a zygote with torch already imported (saves about a second per run).
     runner_warm_start: bool = True
+    #: Measure the device's ceilings (copy bandwidth, matmul rate per dtype) when the runner starts
+    #: (a few seconds before its first job) and report them with its heartbeat, for roofline shares.
+    runner_ceilings: bool = True
 
     # -- the service ------------------------------------------------------------------------------
     #: Folder of the embedded default: SQLite database, file broker, logs.
