@@ -174,17 +174,19 @@ def requeue_command(
 @tokens_app.command("list")
 def tokens_list(server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
     """Your API tokens, newest first (their first characters only)."""
-    from rich.table import Table
+    from rich.markup import escape
 
     from kernelrank.cli.render import make_console
+    from kernelrank.cli.tables import Column, FitTable
 
     answer = _call(server, token, "GET", "/users/me/tokens")
     if as_json:
         typer.echo(json.dumps(answer, default=str))
         return
-    table = Table("id", "name", "prefix", "created", "revoked")
+    table = FitTable([Column("id", figure=True, key=True), Column("name", key=True), Column("prefix", figure=True),
+                      Column("created", figure=True), Column("revoked", figure=True)])  # fits the terminal
     for t in answer:
-        table.add_row(str(t["id"]), t["name"], t["prefix"] + "…", str(t["created_at"])[:19],
+        table.add_row(str(t["id"]), escape(t["name"]), t["prefix"] + "…", str(t["created_at"])[:19],
                       str(t["revoked_at"] or "")[:19])
     make_console().print(table)
 
