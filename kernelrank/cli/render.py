@@ -10,7 +10,6 @@ from rich.console import Console, Group
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from kernelrank.cli.tables import Column, FitTable
@@ -27,11 +26,6 @@ _STATUS_STYLE = {
     Status.compile_error: "bold magenta",
     Status.rejected: "bold red",
 }
-
-
-def format_ns(ns: float | None) -> str:
-    """A time in ns as the shared formatter writes it (:func:`kernelrank.format.duration`)."""
-    return duration(ns)
 
 
 def problems_table(problems: list[Problem]) -> FitTable:
