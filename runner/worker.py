@@ -6,7 +6,8 @@ For each job (``services.submissions.job_message``) it asks ``JOB_STARTED`` for 
 redelivered job that is finished, running elsewhere or out of attempts is dropped), runs the public run
 and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
 ``control`` queue. A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
-``settings.heartbeat_seconds``.
+``settings.heartbeat_seconds`` (with the device's ceilings, measured once before the first job:
+:mod:`kernelrank.runner.ceilings`), and a last one, saying it stops, when the worker shuts down.
 
 Every job ends in recorded results: a broken problem or judge error becomes an ``error`` result
 with a message, the soft time limit a ``timeout`` result. The runner imports no database code.
