@@ -198,7 +198,9 @@ class RunnerPublic(_UtcTimes):
     version: str
     last_heartbeat: dt.datetime
     jobs_done: int
-    online: bool = Field(description="Heartbeat within settings.runner_online_seconds.")
+    online: bool = Field(description="Heartbeat within settings.runner_online_seconds, and no stop message since.")
+    stopped_at: dt.datetime | None = Field(default=None, description=(
+        "When the runner said it was shutting down (its last message); null while it runs."))
 
 
 class RunnersPublic(BaseModel):

@@ -68,8 +68,10 @@ def record_result(submission_id: int, kind: str, result: dict[str, Any], runner:
 
 
 @app.task(name=HEARTBEAT, **_RETRY)
-def heartbeat(name: str, device: str, info: dict[str, Any], version: str, jobs_done: int = 0) -> None:
-    """Runner ``name`` serving queue ``device`` is alive."""
+def heartbeat(name: str, device: str, info: dict[str, Any], version: str, jobs_done: int = 0,
+              online: bool = True) -> None:
+    """Runner ``name`` serving queue ``device`` is alive; ``online`` false: it is shutting down
+    (its last message), offline at once."""
     from kernelrank.db.session import session_scope
     from kernelrank.services import runners
 
@@ -79,7 +81,8 @@ def heartbeat(name: str, device: str, info: dict[str, Any], version: str, jobs_d
         log.warning("heartbeat of %s dropped: %s", name, e)
         return
     with session_scope() as session:
-        runners.heartbeat(session, str(name), str(device), dict(info or {}), str(version), int(jobs_done))
+        runners.heartbeat(session, str(name), str(device), dict(info or {}), str(version), int(jobs_done),
+                          online=bool(online))
 
 
 _sweeper = None

@@ -16,7 +16,7 @@ Two sources, each in one place:
     (``passed``, ``failed``, ... ``cancelled``);
   - ``kernelrank_job_duration_seconds{device, mode}``: histogram of runner time per finished job
     (``finished_at - started_at``);
-  - ``kernelrank_runners_online{device}``: runners with a recent heartbeat;
+  - ``kernelrank_runners_online{device}``: runners with a recent heartbeat (and no stop message);
   - ``kernelrank_database_up``: 1 when the queries above succeeded, else 0 (and no job series);
   - ``kernelrank_database_connections_in_use``: connections of this API process's pool checked
     out at scrape time (the scrape's own queries come after), against ``..._pool_size`` (the
@@ -234,7 +234,8 @@ def _job_families(session: Any, final: tuple[str, ...], online_within_s: float) 
     online = GaugeMetricFamily("kernelrank_runners_online", "Runners with a recent heartbeat, per device queue.",
                                labels=["device"])
     since = utcnow() - dt.timedelta(seconds=online_within_s)
-    for device, n in session.execute(select(Runner.device, func.count()).where(Runner.last_heartbeat >= since)
+    for device, n in session.execute(select(Runner.device, func.count())
+                                     .where(Runner.last_heartbeat >= since, Runner.stopped_at.is_(None))
                                      .group_by(Runner.device)):
         online.add_metric([device], float(n))
     return [depth, running, verdicts, durations, online]

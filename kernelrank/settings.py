@@ -51,6 +51,9 @@ class Settings(BaseSettings):
     #: ``runner_lock_sm_clock_mhz``, or 0 for the GPU's default applications (base) clock.
     runner_lock_clocks: bool = False
     runner_lock_sm_clock_mhz: int = Field(default=0, ge=0)
+    #: Measure the device's ceilings (copy bandwidth, matmul rate per dtype) when the runner starts
+    #: (a few seconds before its first job) and report them with its heartbeat, for roofline shares.
+    runner_ceilings: bool = True
 
     # -- the service ------------------------------------------------------------------------------
     #: Folder of the embedded default: SQLite database, file broker, logs.

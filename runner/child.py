@@ -78,8 +78,44 @@ def _error_kind(exc: BaseException) -> str:
     return "runtime_error"
 
 
+#: This package's folder: frames in it are the harness's (the child, the timer), not the submission's.
+_HARNESS_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _own_frames(stack: traceback.StackSummary, submission: str) -> traceback.StackSummary:
+    """The frames from the submission's first one on; without one (a syntax error, a failure in a
+    module the problem ships), every frame but the harness's and importlib's."""
+    frames = list(stack)
+    first = next((i for i, f in enumerate(frames) if f.filename == submission), None)
+    if first is not None:
+        frames = frames[first:]
+    else:
+        frames = [f for f in frames if not (f.filename.startswith(_HARNESS_DIR)
+                                            or f.filename.startswith("<frozen importlib"))]
+    return traceback.StackSummary.from_list(frames)
+
+
+def submission_traceback(exc: BaseException, submission: str | None = None) -> str:
+    """[issue 17] The formatted traceback of ``exc`` starting at the submission's own frame
+    (``submission``: the path it was loaded from, default this folder's :data:`SUBMISSION_FILE`):
+    the harness's frames that called it (this module's request loop, the timer, importlib) are
+    dropped, in every chained exception too (``raise ... from``, exceptions during handling)."""
+    path = submission or os.path.abspath(SUBMISSION_FILE)
+    top = traceback.TracebackException.from_exception(exc)
+    todo, seen = [top], set()
+    while todo:
+        t = todo.pop()
+        if id(t) in seen:
+            continue
+        seen.add(id(t))
+        t.stack = _own_frames(t.stack, path)
+        todo += [x for x in (t.__cause__, t.__context__) if x is not None]
+        todo += list(getattr(t, "exceptions", None) or [])  # an ExceptionGroup's members
+    return "".join(top.format())
+
+
 def _error(exc: BaseException) -> dict[str, Any]:
-    tb = "".join(traceback.format_exception(exc))
+    tb = submission_traceback(exc)
     hint = _PCH_HINT if _PCH_FAILED in str(exc) else ""
     return {
         "ok": False,

@@ -49,6 +49,7 @@ from typing import Any, Callable
 
 import torch
 
+from kernelrank.format import duration, speedup
 from kernelrank.problems import Case, Mode, ProblemSpec
 from kernelrank.runner import gpuinfo, isolation
 from kernelrank.runner.checking import check_output
@@ -842,8 +843,8 @@ def _summary(result: EvalResult) -> str:
     bench = [c for c in result.cases if c.kind == "benchmark"]
     if bench:
         msg += f"; {len(bench)} benchmark cases timed"
-    if result.score_ns is not None:
-        msg += f"; score {result.score_ns / 1e3:.3f} µs (geometric mean)"
+    if result.score_ns is not None:  # the figures as the CLI and the pages write them
+        msg += f"; score {duration(result.score_ns)} (geometric mean)"
     if result.speedup is not None:
-        msg += f"; {result.speedup:.2f}x the reference"
+        msg += f"; {speedup(result.speedup)} the reference"
     return msg

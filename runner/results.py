@@ -54,6 +54,8 @@ class CaseResult:
     as a dict in ns; ``tflops`` and ``gbps`` are achieved TFLOP/s and GB/s at the mean time;
     ``ref_mean_ns`` is the reference's mean on the same case, device and mode, and
     ``speedup = ref_mean_ns / mean_ns``. ``checked`` counts outputs compared to the reference.
+    ``roofline`` is the share of the runner's roofline the case reached
+    (:func:`kernelrank.roofline.case_roofline`), set where the runner's ceilings are known.
     Error figures are as in :class:`~kernelrank.runner.checking.CheckResult` (``inf`` or ``nan``
     where a mismatch is non-finite; ``nan_mismatches`` and ``inf_mismatches`` count those).
     """
@@ -76,6 +78,7 @@ class CaseResult:
     ref_mean_ns: float | None = None
     speedup: float | None = None
     wall_check: dict[str, Any] | None = None
+    roofline: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -99,7 +102,9 @@ class EvalResult:
     and ``private_tmp`` folders, ``limits`` (named as in
     :class:`~kernelrank.runner.limits.SandboxLimits`, plus ``processes_enforced``) and ``cleanup``. ``needs_review`` marks a passing result whose speedup
     is beyond the problem's ``review_speedup`` (``review_reason`` says which), for an
-    administrator to look at; the verdict itself is unchanged.
+    administrator to look at; the verdict itself is unchanged. ``ceilings`` are the measured
+    ceilings of the machine that ran it (:mod:`kernelrank.runner.ceilings`), from which each
+    case's ``roofline`` share comes (:func:`kernelrank.roofline.attach`); ``None`` when unknown.
     """
 
     status: Status
@@ -118,6 +123,7 @@ class EvalResult:
     isolation: dict[str, Any] | None = None
     needs_review: bool = False
     review_reason: str | None = None
+    ceilings: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:

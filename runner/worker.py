@@ -6,7 +6,8 @@ For each job (``services.submissions.job_message``) it asks ``JOB_STARTED`` for 
 redelivered job that is finished, running elsewhere or out of attempts is dropped), runs the public run
 and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
 ``control`` queue. A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
-``settings.heartbeat_seconds``.
+``settings.heartbeat_seconds`` (with the device's ceilings, measured once before the first job:
+:mod:`kernelrank.runner.ceilings`), and a last one, saying it stops, when the worker shuts down.
 
 Every job ends in recorded results: a broken problem or judge error becomes an ``error`` result
 with a message, the soft time limit a ``timeout`` result. The runner imports no database code.
@@ -249,11 +250,52 @@ def _json_ready(value: Any) -> Any:
 
 # -- heartbeat -----------------------------------------------------------------------------------
 def heartbeat_info(queue: str) -> dict[str, Any]:
-    """``device_info(...).to_dict()`` for ``queue``'s device class.
+    """``device_info(...).to_dict()`` for ``queue``'s device class, with the ``ceilings`` this
+    runner measured (:func:`measured_ceilings`; absent when not measured).
 
     On CUDA the information comes from a short subprocess: initialising CUDA in the worker's main
     process would break the pool processes forked from it.
     """
+    info = _device_facts(queue)
+    ceilings = measured_ceilings(queue)
+    if ceilings is not None:
+        info["ceilings"] = ceilings
+    return info
+
+
+def measured_ceilings(queue: str) -> dict[str, Any] | None:
+    """[issue 17] The ceilings of this runner's device (copy bandwidth, matmul rate per dtype:
+    :mod:`kernelrank.runner.ceilings`), measured once per runner process, in a subprocess (no CUDA
+    or OpenMP state reaches the worker), with the threads the judge gives a kernel; ``None`` when
+    ``settings.runner_ceilings`` is off or the measurement failed (logged)."""
+    global _ceilings, _ceilings_tried
+    settings = get_settings()
+    if not settings.runner_ceilings:
+        return None
+    if not _ceilings_tried:  # once: a later try would run beside a job and disturb both
+        _ceilings_tried = True
+        from kernelrank.runner.devices import cpu_threads
+
+        cls = device_class(queue)
+        threads = cpu_threads(settings.cpu_threads) if cls == "cpu" else 0
+        argv = [sys.executable, "-m", "kernelrank.runner.ceilings", "--device", cls, "--threads", str(threads)]
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
+            _ceilings = json.loads(out.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
+            log.warning("ceilings not measured: %s", type(e).__name__)
+            return None
+        log.info("ceilings of %s: copy %.3g GB/s, matmul %s TFLOP/s", queue, _ceilings.get("copy_gbps", 0.0),
+                 {k: float(f"{v:.3g}") for k, v in (_ceilings.get("matmul_tflops") or {}).items()})
+    return _ceilings
+
+
+_ceilings: dict[str, Any] | None = None
+_ceilings_tried = False
+
+
+def _device_facts(queue: str) -> dict[str, Any]:
+    """``device_info(...).to_dict()`` for ``queue``'s device class (see :func:`heartbeat_info`)."""
     settings = get_settings()
     cls = device_class(queue)
     if cls == "cpu":
@@ -274,11 +316,12 @@ def heartbeat_info(queue: str) -> dict[str, Any]:
     return info
 
 
-def send_heartbeat(ident: RunnerIdentity, info: dict[str, Any]) -> None:
-    """One ``HEARTBEAT`` message; it expires unread after a few periods (a stale one says nothing)."""
+def send_heartbeat(ident: RunnerIdentity, info: dict[str, Any], online: bool = True) -> None:
+    """One ``HEARTBEAT`` message; it expires unread after a few periods (a stale one says nothing).
+    ``online`` false: the runner's last message, saying it stops."""
     period = get_settings().heartbeat_seconds
-    send(HEARTBEAT, [ident.name, ident.queue, info, __version__, jobs_done()], queue=CONTROL_QUEUE,
-         expires=max(4 * period, 60.0))
+    send(HEARTBEAT, [ident.name, ident.queue, info, __version__, jobs_done()] + ([] if online else [False]),
+         queue=CONTROL_QUEUE, expires=max(4 * period, 60.0))
 
 
 def _heartbeat_loop(ident: RunnerIdentity, info: dict[str, Any] | None = None) -> None:
@@ -299,10 +342,35 @@ def _heartbeat_loop(ident: RunnerIdentity, info: dict[str, Any] | None = None) -
 def start_heartbeat(ident: RunnerIdentity, info: dict[str, Any] | None = None) -> threading.Thread:
     """Start the daemon heartbeat thread: every ``settings.heartbeat_seconds``, starting now, or
     one period from now when ``info`` is given (its first heartbeat was sent already)."""
+    global _heartbeat_thread
     _heartbeat_stop.clear()
     thread = threading.Thread(target=_heartbeat_loop, args=(ident, info), name="kernelrank-heartbeat", daemon=True)
     thread.start()
+    _heartbeat_thread = thread
     return thread
+
+
+_heartbeat_thread: threading.Thread | None = None
+#: Seconds a stopping runner waits for a heartbeat being sent, so its stop message comes after it.
+STOP_WAIT_S = 5.0
+
+
+def stop_heartbeat(ident: RunnerIdentity | None) -> bool:
+    """[issue 17] Stop the heartbeat thread and send the runner's last message, saying it stops
+    (shown offline at once). Returns whether the message was sent (not when the broker cannot be
+    reached: the runner then shows offline once its heartbeats are ``runner_online_seconds`` old)."""
+    _heartbeat_stop.set()
+    if _heartbeat_thread is not None and _heartbeat_thread is not threading.current_thread():
+        _heartbeat_thread.join(STOP_WAIT_S)
+    if ident is None:
+        return False
+    try:
+        send_heartbeat(ident, {}, online=False)
+    except Exception as e:  # noqa: BLE001 - shutting down anyway
+        log.warning("stop message not sent: %s", type(e).__name__)
+        return False
+    log.info("runner %s stopping: told the server", ident.name)
+    return True
 
 
 def first_heartbeat(ident: RunnerIdentity) -> dict[str, Any] | None:
@@ -410,7 +478,7 @@ def _on_worker_ready(**_: Any) -> None:
 
 @signals.worker_shutting_down.connect
 def _on_worker_shutting_down(**_: Any) -> None:
-    _heartbeat_stop.set()
+    stop_heartbeat(_identity)
 
 
 def _is_device_queue(name: str) -> bool:

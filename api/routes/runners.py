@@ -16,7 +16,8 @@ router = APIRouter(prefix="/api/v1/runners", tags=["runners"])
 @router.get("", response_model=RunnersPublic, summary="Runners and queues")
 def list_runners(session: SessionDep, settings: SettingsDep) -> RunnersPublic:
     """Every runner ever seen (``online`` when its last heartbeat is at most
-    ``runner_online_seconds`` old), and the queued submissions of each device queue that is
+    ``runner_online_seconds`` old and it has not said it stopped; ``info``: its device, versions
+    and measured ``ceilings``), and the queued submissions of each device queue that is
     served now or has work waiting."""
     online = {r.name for r in runners.online(session, settings.runner_online_seconds)}
     rows = session.scalars(select(Runner).order_by(Runner.device, Runner.name))
@@ -24,7 +25,8 @@ def list_runners(session: SessionDep, settings: SettingsDep) -> RunnersPublic:
     queues.update(submissions.queued_counts(session))
     return RunnersPublic(
         runners=[RunnerPublic(name=r.name, device=r.device, info=r.info or {}, version=r.version,
-                              last_heartbeat=r.last_heartbeat, jobs_done=r.jobs_done, online=r.name in online)
+                              last_heartbeat=r.last_heartbeat, jobs_done=r.jobs_done, online=r.name in online,
+                              stopped_at=r.stopped_at)
                  for r in rows],
         queues=dict(sorted(queues.items())),
     )

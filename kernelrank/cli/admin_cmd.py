@@ -174,17 +174,20 @@ def requeue_command(
 @tokens_app.command("list")
 def tokens_list(server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
     """Your API tokens, newest first (their first characters only)."""
-    from rich.table import Table
+    from rich.markup import escape
 
     from kernelrank.cli.render import make_console
+    from kernelrank.cli.tables import Column, FitTable
 
     answer = _call(server, token, "GET", "/users/me/tokens")
     if as_json:
         typer.echo(json.dumps(answer, default=str))
         return
-    table = Table("id", "name", "prefix", "created", "expires", "last used", "state")
+    table = FitTable([Column("id", figure=True, key=True), Column("name", key=True), Column("prefix", figure=True),
+                      Column("created", figure=True), Column("expires", figure=True), Column("last used", figure=True),
+                      Column("state")])  # fits the terminal
     for t in answer:
-        table.add_row(str(t["id"]), t["name"], t["prefix"] + "…", str(t["created_at"])[:16],
+        table.add_row(str(t["id"]), escape(t["name"]), t["prefix"] + "…", str(t["created_at"])[:16],
                       str(t.get("expires_at") or "never")[:16], str(t.get("last_used_at") or "never")[:16],
                       t.get("state") or ("revoked" if t["revoked_at"] else "active"))
     make_console().print(table)

@@ -1,5 +1,5 @@
 """Client commands that talk to a KernelRank server over its HTTP API: ``submit``, ``cancel``,
-``leaderboard`` and ``login``.
+``leaderboard`` and ``login`` (``submissions`` and ``problems list | show``: :mod:`kernelrank.cli.browse`).
 
 Server and token come from, in order: the ``--server`` / ``--token`` flags, the settings
 (``KERNELRANK_SERVER`` / ``KERNELRANK_TOKEN``), the client config file ``kernelrank login`` writes
@@ -262,7 +262,8 @@ def submission_view(sub: dict[str, Any]) -> Any:
     from rich.panel import Panel
     from rich.text import Text
 
-    from kernelrank.cli.render import format_ns, result_view
+    from kernelrank.cli.render import result_view
+    from kernelrank.format import duration
 
     parts: list[Any] = []
     public = _run_of(sub, vocab.RunKind.public)
@@ -275,15 +276,15 @@ def submission_view(sub: dict[str, Any]) -> Any:
         else:
             msg = (secret.get("result") or {}).get("message", "") if secret.get("status") != vocab.Verdict.passed else ""
             parts.append(Text.assemble(("secret-seed run: ", "bold"),
-                                       (str(secret.get("status")), _style(secret.get("status"))),
+                                       (str(secret.get("status")), status_style(secret.get("status"))),
                                        f"  {msg}" if msg else ""))
     if sub.get("logs") and not (public and isinstance((public.get("result") or {}).get("logs"), dict)):
         parts.append(Panel(Text(str(sub["logs"])), title="submission logs"))
     status = str(sub.get("status"))
-    line = Text.assemble((f"submission #{sub.get('id')}: ", "bold"), (status, _style(status)),
+    line = Text.assemble((f"submission #{sub.get('id')}: ", "bold"), (status, status_style(status)),
                          f"  ({sub.get('problem')}, {sub.get('mode')}, {sub.get('device')}, {sub.get('language')})")
     if sub.get("ranked"):
-        line.append(f"  ranked with score {format_ns(sub.get('score_ns'))}")
+        line.append(f"  ranked with score {duration(sub.get('score_ns'))}")
     elif sub.get("mode") == vocab.Mode.leaderboard and status in FINAL:
         line.append("  not ranked")
     parts.append(line)
@@ -292,36 +293,37 @@ def submission_view(sub: dict[str, Any]) -> Any:
     return Group(*parts)
 
 
-def _style(status: Any) -> str:
+def status_style(status: Any) -> str:
     S = vocab.SubmissionStatus
     return {S.passed: "bold green", S.timeout: "bold yellow", S.compile_error: "bold magenta",
             S.queued: "cyan", S.running: "cyan", S.cancelled: "yellow"}.get(str(status), "bold red")
 
 
 def leaderboard_table(board: dict[str, Any]) -> Any:
-    """A Rich table of one leaderboard: rank, user, score, speedup, language, submitted."""
-    from rich.table import Table
+    """One leaderboard (a :class:`~kernelrank.cli.tables.FitTable`): rank, user, score, speedup,
+    language, submitted."""
+    from rich.markup import escape
 
-    from kernelrank.cli.render import format_ns
+    from kernelrank.cli.tables import Column, FitTable
+    from kernelrank.format import duration, speedup
 
     rev = str(board.get("revision") or "")[:12]
-    table = Table(title=f"{board.get('problem')} · {board.get('device')} · revision {rev}")
-    for col in ("rank", "user", "score", "speedup", "language", "submitted"):
-        table.add_column(col, justify="right" if col in ("rank", "score", "speedup") else "left")
+    table = FitTable([Column("rank", figure=True, key=True), Column("user", key=True), Column("score", figure=True),
+                      Column("speedup", figure=True), Column("language"), Column("submitted", figure=True)],
+                     title=f"{board.get('problem')} · {board.get('device')} · revision {rev}")
     for row in board.get("rows") or []:
-        speedup = row.get("speedup")
-        table.add_row(str(row.get("rank")), str(row.get("user")) + (" [yellow](under review)[/]" if row.get("needs_review") else ""), format_ns(row.get("score_ns")),
-                      "-" if speedup is None else f"{speedup:.2f}x", str(row.get("language") or "-"),
-                      _when(row.get("submitted_at")))
+        review = " [yellow](under review)[/]" if row.get("needs_review") else ""
+        table.add_row(str(row.get("rank")), escape(str(row.get("user"))) + review, duration(row.get("score_ns")),
+                      speedup(row.get("speedup")), escape(str(row.get("language") or "—")), when(row.get("submitted_at")))
     return table
 
 
-def _when(value: Any) -> str:
+def when(value: Any) -> str:
     """An ISO timestamp as ``YYYY-MM-DD HH:MM`` (as given when it is not one)."""
     import datetime as dt
 
     if not value:
-        return "-"
+        return "—"
     try:
         t = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
     except ValueError:
@@ -329,7 +331,7 @@ def _when(value: Any) -> str:
     return t.strftime("%Y-%m-%d %H:%M") + (" UTC" if t.utcoffset() == dt.timedelta(0) or t.tzinfo is None else "")
 
 
-class _Progress:
+class Progress:
     """What ``submit`` shows on stderr while it waits: the status, each run as it arrives with its
     cases, and what the runner reports in ``progress`` (a phase, cases) when it does."""
 
@@ -346,7 +348,7 @@ class _Progress:
         self.status.update(text)
         if ("status", state) not in self.seen and state not in FINAL:
             self.seen.add(("status", state))
-            self.console.print(f"  [{_style(state)}]{state}[/]")
+            self.console.print(f"  [{status_style(state)}]{state}[/]")
         for case in progress.get("cases") or []:
             if isinstance(case, dict):
                 self._case(str(progress.get("run", vocab.RunKind.public.value)), case)
@@ -357,10 +359,10 @@ class _Progress:
                     self._case(str(run.get("kind")), case)
             if ("run", run.get("kind")) not in self.seen:
                 self.seen.add(("run", run.get("kind")))
-                self.console.print(f"  {run.get('kind')} run: [{_style(run.get('status'))}]{run.get('status')}[/]")
+                self.console.print(f"  {run.get('kind')} run: [{status_style(run.get('status'))}]{run.get('status')}[/]")
         if state in FINAL and ("status", state) not in self.seen:
             self.seen.add(("status", state))
-            self.console.print(f"  verdict: [{_style(state)}]{state}[/]")
+            self.console.print(f"  verdict: [{status_style(state)}]{state}[/]")
 
     def _case(self, kind: str, case: dict[str, Any]) -> None:
         key = ("case", kind, case.get("kind"), case.get("index"))
@@ -375,7 +377,7 @@ class _Progress:
 # -- commands -----------------------------------------------------------------------------------
 
 
-def _fail(e: ClientError) -> typer.Exit:
+def fail(e: ClientError) -> typer.Exit:
     from kernelrank.cli.render import make_console
 
     make_console(stderr=True).print(f"[red]error:[/] {e.message}", markup=True, soft_wrap=True)
@@ -404,14 +406,14 @@ def submit_command(
     from kernelrank.cli.render import make_console
 
     if mode not in vocab.MODES:
-        raise _fail(ClientError(f"unknown mode {mode!r}; one of {', '.join(vocab.MODES)}", 2))
+        raise fail(ClientError(f"unknown mode {mode!r}; one of {', '.join(vocab.MODES)}", 2))
     if not vocab.is_device_queue(device):
         hint = " (the service names the GPU model: cuda-<model>, e.g. cuda-h100)" if device == vocab.LOCAL_CUDA else ""
-        raise _fail(ClientError(f"--device {device!r} is not a device queue: cpu or cuda-<model>{hint}", 2))
+        raise fail(ClientError(f"--device {device!r} is not a device queue: cpu or cuda-<model>{hint}", 2))
     try:
         raw = file.read_bytes()
     except OSError as e:
-        raise _fail(ClientError(f"cannot read {file}: {e.strerror or e}", 2)) from None
+        raise fail(ClientError(f"cannot read {file}: {e.strerror or e}", 2)) from None
     sub_id: int | None = None
     try:
         target = resolve_target(server, token)
@@ -425,13 +427,13 @@ def submit_command(
             sub_id = new_id
             err = make_console(stderr=True)
             if as_json:
-                sub = _wait(api, sub_id, timeout, None)
+                sub = wait_for(api, sub_id, timeout, None)
             else:
                 err.print(f"submitted {file.name} to {problem} on {device} ({mode}): submission #{sub_id}")
                 with err.status(f"submission #{sub_id}: queued") as status:
-                    sub = _wait(api, sub_id, timeout, _Progress(err, status))
+                    sub = wait_for(api, sub_id, timeout, Progress(err, status))
     except ClientError as e:
-        raise _fail(e) from None
+        raise fail(e) from None
     except KeyboardInterrupt:
         if sub_id is None:
             raise
@@ -448,7 +450,7 @@ def submit_command(
     raise typer.Exit(0 if sub.get("status") == vocab.Verdict.passed else 1)
 
 
-def _wait(api: ApiClient, sub_id: int, timeout_s: float, progress: _Progress | None) -> dict[str, Any]:
+def wait_for(api: ApiClient, sub_id: int, timeout_s: float, progress: Progress | None) -> dict[str, Any]:
     """Poll the submission (every 0.5 s, then every 1 s after 10 s) until it has a final status
     or ``timeout_s`` passed; tolerates up to :data:`POLL_RETRIES` consecutive unreachable polls.
 
@@ -492,10 +494,10 @@ def leaderboard_command(
     try:
         target = resolve_target(server, None)
         with ApiClient(Target(target.server, None)) as api:  # public: no token sent
-            board = api.request("GET", f"/leaderboards/{_seg(problem)}/{_seg(device)}",
+            board = api.request("GET", f"/leaderboards/{path_segment(problem)}/{path_segment(device)}",
                                 params={"revision": revision} if revision else None)
     except ClientError as e:
-        raise _fail(e) from None
+        raise fail(e) from None
     if as_json:
         typer.echo(json.dumps(board, allow_nan=False, default=str))
         return
@@ -519,14 +521,14 @@ def cancel_command(
         with ApiClient(target) as api:
             sub = api.request("POST", f"/submissions/{submission}/cancel")
     except ClientError as e:
-        raise _fail(e) from None
+        raise fail(e) from None
     if as_json:
         typer.echo(json.dumps(sub, allow_nan=False, default=str))
     else:
-        make_console().print(f"submission #{sub.get('id')}: [{_style(sub.get('status'))}]{sub.get('status')}[/]")
+        make_console().print(f"submission #{sub.get('id')}: [{status_style(sub.get('status'))}]{sub.get('status')}[/]")
 
 
-def _seg(value: str) -> str:
+def path_segment(value: str) -> str:
     """A URL path segment (so ``a/b`` cannot reach another route)."""
     from urllib.parse import quote
 
@@ -561,7 +563,7 @@ def login_command(
             me = api.request("GET", "/me")
         path = write_config(target.server, target.token or "")
     except ClientError as e:
-        raise _fail(e) from None
+        raise fail(e) from None
     name = me.get("name") if isinstance(me, dict) else None
     role = " (admin)" if isinstance(me, dict) and me.get("is_admin") else ""
     make_console().print(f"logged in to {target.server} as {name}{role}; token {mask_token(target.token)} "
@@ -595,3 +597,7 @@ def register(app: typer.Typer) -> None:
     app.command("cancel")(cancel_command)
     app.command("leaderboard")(leaderboard_command)
     app.command("login")(login_command)
+
+
+# the older private names, which other command modules import
+_fail, _seg = fail, path_segment

@@ -2,8 +2,9 @@
 run a competition, on the server's machine against its database (as ``kernelrank users``: access
 to the database is the credential).
 
-Exit status: 0 on success, 2 for a refused request (unknown problem, format), 3 when the database
-cannot be opened or migrated.
+Exit status: 0 on success, 2 for a refused request (unknown problem, format), 3 when there is no
+database where the settings point (these commands never create one), or it cannot be opened or
+migrated.
 """
 
 from __future__ import annotations
@@ -22,20 +23,25 @@ class FormatOpt(str, Enum):
     parquet = "parquet"
 
 
-def _with_db(fn: Callable[..., T]) -> T:
-    """Run ``fn(session)`` in a session of the migrated database; refusals and database errors
-    become exit statuses 2 and 3 with a message."""
+def _with_db(fn: Callable[..., T], init: bool = False) -> T:
+    """Run ``fn(session)`` in a session of the migrated database (created only when ``init``:
+    :func:`kernelrank.cli.database.open_database`); refusals and database errors become exit
+    statuses 2 and 3 with a message."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from kernelrank.cli.database import NoDatabase, open_database
     from kernelrank.cli.render import make_console
-    from kernelrank.db.session import migrate, session_scope
+    from kernelrank.db.session import session_scope
     from kernelrank.services import ServiceError
 
     err = make_console(stderr=True)
     try:
-        migrate()
+        open_database(init)
         with session_scope() as session:
             return fn(session)
+    except NoDatabase as e:
+        err.print(f"[red]error:[/] {e.message}", soft_wrap=True, highlight=False)
+        raise typer.Exit(3) from None
     except ServiceError as e:
         err.print(f"[red]error:[/] {e.message}", soft_wrap=True, highlight=False)
         raise typer.Exit(2) from None

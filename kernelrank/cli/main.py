@@ -1,4 +1,5 @@
-"""The ``kernelrank`` command: ``eval`` a kernel locally, list and show ``problems``.
+"""The ``kernelrank`` command: ``eval`` a kernel locally; the client, admin and service commands
+registered below (``kernelrank --help`` lists them, ``--version`` prints the version).
 
 Exit status: 0 when the evaluation passed, 1 for any other verdict (a broken problem definition
 included: verdict ``error``), 2 for a usage error (unknown problem, unreadable file, bad mode or
@@ -16,16 +17,33 @@ from typing import Annotated, Optional
 import typer
 
 from kernelrank import vocab
-from kernelrank.problems import ProblemError, list_problem_names, load_all, load_problem
+from kernelrank.problems import ProblemError, list_problem_names, load_problem
 
 app = typer.Typer(help="KernelRank: judge and time GPU kernels against a problem's reference.",
                   no_args_is_help=True, add_completion=False)
-problems_app = typer.Typer(help="List and inspect problems (local folders); push, open, close and hide them on a "
-                                "server (admins).", no_args_is_help=True)
+problems_app = typer.Typer(help="List and inspect problems (on the server; --local: the folders here); import them "
+                                "from GPU MODE and KernelBench; push, open, close and hide them on a server (admins).",
+                           no_args_is_help=True)
 app.add_typer(problems_app, name="problems")
 from kernelrank.cli.import_cmd import import_app as _import_app  # noqa: E402 - issue 17: imports nothing heavy
 
 problems_app.add_typer(_import_app, name="import")
+
+
+def _version(value: bool) -> None:
+    if value:
+        import platform
+
+        from kernelrank import __version__
+
+        typer.echo(f"kernelrank {__version__} (Python {platform.python_version()})")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                help="Print the version and exit.")] = False) -> None:
+    """KernelRank: judge and time GPU kernels against a problem's reference."""
 
 
 def _usage_error(message: str) -> typer.Exit:
@@ -72,7 +90,7 @@ def _gpu_queue() -> str | None:
 
 @app.command("eval")
 def eval_command(
-    problem: Annotated[str, typer.Argument(help="Problem name (see `kernelrank problems list`).")],
+    problem: Annotated[str, typer.Argument(help="Problem name (see `kernelrank problems list --local`).")],
     file: Annotated[Path, typer.Argument(help="Submission: a Python file defining custom_kernel(data).")],
     mode: Annotated[str, typer.Option(help=" | ".join(vocab.MODES) + ".")] = vocab.Mode.test.value,
     device: Annotated[str, typer.Option(
@@ -83,6 +101,10 @@ def eval_command(
     threads: Annotated[int, typer.Option(help="CPU threads for the kernel (0: all cores).", min=0)] = 0,
     trace_dir: Annotated[Optional[Path], typer.Option(help="Profile mode: where to write the Chrome trace.")] = Path("."),
     no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-time the reference instead of using cached timings.")] = False,
+    roofline: Annotated[bool, typer.Option(
+        "--roofline", help="Timed modes: measure this machine's ceilings afterwards (copy bandwidth, matmul rate per "
+                           "dtype; a few seconds, as a runner does when it starts) and show each case's share of "
+                           "its roofline.")] = False,
 ) -> None:
     """Judge FILE on PROBLEM exactly as the service would, on this machine."""
     from kernelrank.cli.render import make_console, result_view
@@ -145,11 +167,31 @@ def eval_command(
         result = EvalResult(Status.error, mode, problem, spec.revision, dev, message=message)
         if not as_json:
             raise _broken(message) from None
+    if roofline and any(c.kind == "benchmark" and c.timing for c in result.cases):
+        result = _with_roofline(result, spec, dev, threads or settings.cpu_threads, err)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), allow_nan=False, default=str))
     else:
         make_console().print(result_view(result))
     raise typer.Exit(0 if result.passed else 1)
+
+
+def _with_roofline(result, spec, device: str, threads: int, err):  # noqa: ANN001, ANN202 - types load lazily
+    """``result`` with this machine's measured ceilings and each benchmark case's roofline share
+    (:mod:`kernelrank.runner.ceilings`, :func:`kernelrank.roofline.attach`); unchanged, with a
+    warning on stderr, when the measurement fails."""
+    from kernelrank import roofline
+    from kernelrank.runner.ceilings import measure
+    from kernelrank.runner.results import EvalResult
+
+    try:
+        with err.status(f"measuring the ceilings of {device}"):
+            ceilings = measure(device, threads)
+    except Exception as e:  # noqa: BLE001 - the verdict stands without a roofline
+        err.print(f"[yellow]warning:[/] ceilings not measured ({type(e).__name__}: {e}); no roofline shares")
+        return result
+    d = roofline.attach(result.to_dict(), ceilings, spec.definition.contract.output.dtype)
+    return EvalResult.from_dict(d)
 
 
 def _broken(message: str) -> typer.Exit:
@@ -159,28 +201,6 @@ def _broken(message: str) -> typer.Exit:
     return typer.Exit(1)
 
 
-@problems_app.command("list")
-def problems_list() -> None:
-    """Every problem under problems/, with its case counts and revision."""
-    from kernelrank.cli.render import make_console, problems_table
-
-    try:
-        make_console().print(problems_table(load_all()))
-    except ProblemError as e:
-        raise _usage_error(str(e)) from None
-
-
-@problems_app.command("show")
-def problems_show(name: Annotated[str, typer.Argument(help="Problem name.")]) -> None:
-    """Description, data contract, cases, tolerances and budgets of one problem."""
-    from kernelrank.cli.render import make_console, problem_detail
-
-    try:
-        make_console().print(problem_detail(load_problem(name)))
-    except ProblemError as e:
-        raise _usage_error(f"{e}") from None
-
-
 __all__ = ["app", "list_problem_names"]
 
 
@@ -188,6 +208,9 @@ __all__ = ["app", "list_problem_names"]
 from kernelrank.cli import admin_cmd as _admin_cmd, client as _client, users_cmd as _users_cmd  # noqa: E402
 
 _client.register(app)
+from kernelrank.cli import browse as _browse  # noqa: E402 - issue 17: submissions, problems list|show (server or --local)
+
+_browse.register(app, problems_app)
 _admin_cmd.register(app, problems_app)
 app.add_typer(_users_cmd.users_app, name="users")
 from kernelrank.cli import export_cmd as _export_cmd  # noqa: E402 - issue 17: imports nothing heavy

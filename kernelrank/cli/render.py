@@ -1,4 +1,6 @@
-"""Rich rendering of problems and evaluation results for the terminal (no logic of its own)."""
+"""Rich rendering of problems and evaluation results for the terminal (no logic of its own): figures
+written by the shared formatter (:mod:`kernelrank.format`), tables that fit the terminal
+(:class:`~kernelrank.cli.tables.FitTable`)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,10 @@ from rich.console import Console, Group
 from rich.markdown import Markdown
 from rich.markup import escape
 from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
+from kernelrank.cli.tables import Column, FitTable
+from kernelrank.format import MISSING, byte_rate, duration, error_figure, flop_rate, share, speedup
 from kernelrank.problems import DEVICE_CLASSES, Problem
 from kernelrank.runner.results import CaseResult, EvalResult, Status
 from kernelrank.vocab import MODES
@@ -25,72 +28,71 @@ _STATUS_STYLE = {
 }
 
 
-def format_ns(ns: float | None) -> str:
-    """A time in ns as the most readable of ns, µs, ms, s."""
-    if ns is None:
-        return "-"
-    if ns < 1e3:
-        return f"{ns:.0f} ns"
-    if ns < 1e6:
-        return f"{ns / 1e3:.2f} µs"
-    if ns < 1e9:
-        return f"{ns / 1e6:.3f} ms"
-    return f"{ns / 1e9:.3f} s"
-
-
-def problems_table(problems: list[Problem]) -> Table:
-    table = Table(title="Problems")
-    for col in ("name", "title", "tests", "cpu cases", "cuda cases", "revision"):
-        table.add_column(col)
+def problems_table(problems: list[Problem]) -> FitTable:
+    """Local problem folders: name, title, case counts, revision."""
+    table = FitTable([Column("name", key=True), Column("title"), Column("tests", figure=True),
+                      Column("cpu cases", figure=True), Column("cuda cases", figure=True), Column("revision", figure=True)],
+                     title="Problems")
     for p in problems:
         d = p.definition
-        table.add_row(p.name, d.title, str(len(d.tests)), str(len(d.benchmarks["cpu"])),
+        table.add_row(escape(p.name), escape(d.title), str(len(d.tests)), str(len(d.benchmarks["cpu"])),
                       str(len(d.benchmarks["cuda"])), p.revision[:12])
     return table
 
 
-def _cases_table(title: str, cases: list[Any]) -> Table:
+def cases_table(title: str, cases: list[dict[str, Any]]) -> FitTable:
+    """Cases (their ``generate_input`` parameters, seed included), one column per parameter."""
     keys: list[str] = []
     for c in cases:
-        keys += [k for k in c.params if k not in keys]
-    table = Table(title=title)
-    table.add_column("#", justify="right")
-    for k in keys:
-        table.add_column(k, justify="right")
+        keys += [k for k in c if k not in keys]
+    table = FitTable([Column("#", figure=True, key=True), *(Column(escape(k), figure=True) for k in keys)], title=title)
     for i, c in enumerate(cases):
-        table.add_row(str(i), *[str(c.params.get(k, "")) for k in keys])
+        table.add_row(str(i), *[escape(str(c.get(k, ""))) for k in keys])
     return table
 
 
-def problem_detail(problem: Problem) -> Group:
-    """Description, data contract, tolerances, budgets and every case of one problem."""
+def problem_document(problem: Problem) -> dict[str, Any]:
+    """A local problem in the shape the API answers (``ProblemPublic``: name, title, revision,
+    description, contract, tolerances, tests, benchmarks, budgets, ranking), so that
+    :func:`problem_detail` shows a server's problem and a local folder alike."""
     d = problem.definition
-    contract = Table(title="Data contract: custom_kernel(data) -> output")
-    for col in ("", "name", "shape", "dtype", "description"):
-        contract.add_column(col)
-    for i, a in enumerate(d.contract.data):  # escaped: "tuple[torch.Tensor, ...]" is no Rich markup
-        contract.add_row(f"data[{i}]", *(escape(x) for x in (a.name, a.shape or "", a.dtype, a.description)))
-    o = d.contract.output
-    contract.add_row("output", *(escape(x) for x in (o.name, o.shape or "", o.dtype, o.description)))
-    tol = Table(title="Tolerances: |out - ref| <= atol + rtol * |ref|")
-    for col in ("output dtype", "atol", "rtol"):
-        tol.add_column(col)
-    for dtype, t in d.tolerances.items():
-        tol.add_row(dtype, f"{t.atol:g}", f"{t.rtol:g}")
-    budgets = Table(title="Time budgets (s of wall time)")
-    for col in ("compile", *MODES):
-        budgets.add_column(col, justify="right")
-    b = d.budgets
-    budgets.add_row(*[f"{getattr(b, m):g}" for m in ("compile", *MODES)])
+    return {"name": problem.name, "title": d.title, "revision": problem.revision, "description": d.description,
+            "contract": d.contract.model_dump(), "tolerances": {k: v.model_dump() for k, v in d.tolerances.items()},
+            "tests": [c.params for c in d.tests],
+            "benchmarks": {dev: [c.params for c in d.benchmarks[dev]] for dev in DEVICE_CLASSES},
+            "budgets": d.budgets.model_dump(), "ranking": d.ranking}
+
+
+def problem_detail(problem: Problem | dict[str, Any]) -> Group:
+    """Description, data contract, tolerances, budgets and every case of one problem: a local
+    :class:`~kernelrank.problems.Problem` or a server's answer (``GET /api/v1/problems/{name}``)."""
+    d = problem_document(problem) if isinstance(problem, Problem) else problem
+    contract = FitTable([Column("", key=True), Column("name", key=True), Column("shape"), Column("dtype"),
+                         Column("description")], title="Data contract: custom_kernel(data) -> output")
+    c = d.get("contract") or {}
+    # escaped: "tuple[torch.Tensor, ...]" is no Rich markup
+    for i, a in enumerate(c.get("data") or []):
+        contract.add_row(f"data[{i}]", *(escape(str(a.get(k) or "")) for k in ("name", "shape", "dtype", "description")))
+    o = c.get("output") or {}
+    contract.add_row("output", *(escape(str(o.get(k) or "")) for k in ("name", "shape", "dtype", "description")))
+    tol = FitTable([Column("output dtype", key=True), Column("atol", figure=True), Column("rtol", figure=True)],
+                   title="Tolerances: |out - ref| <= atol + rtol * |ref|")
+    for dtype, t in (d.get("tolerances") or {}).items():
+        tol.add_row(escape(dtype), f"{t['atol']:g}", f"{t['rtol']:g}")
+    budgets = FitTable([Column(m, figure=True) for m in ("compile", *MODES)], title="Time budgets (s of wall time)")
+    b = d.get("budgets") or {}
+    budgets.add_row(*[f"{b[m]:g}" if isinstance(b.get(m), (int, float)) else MISSING for m in ("compile", *MODES)])
+    state = f", {d['state']}" if d.get("state") and d.get("state") != "open" else ""
     parts: list[Any] = [
-        Panel(Markdown(d.description), title=f"{d.title} ({problem.name}, revision {problem.revision[:12]})"),
+        Panel(Markdown(str(d.get("description") or "")),
+              title=escape(f"{d.get('title')} ({d.get('name')}, revision {str(d.get('revision') or '')[:12]}{state})")),
         contract,
     ]
-    if d.contract.notes:
-        parts.append(Text(d.contract.notes))
-    parts += [tol, budgets, _cases_table("Test cases", d.tests)]
-    parts += [_cases_table(f"Benchmark cases ({dev})", d.benchmarks[dev]) for dev in DEVICE_CLASSES]
-    parts.append(Text(f"Ranking: {d.ranking} over benchmark cases of each case's mean time (lower is better)."))
+    if c.get("notes"):
+        parts.append(Text(str(c["notes"])))
+    parts += [tol, budgets, cases_table("Test cases", list(d.get("tests") or []))]
+    parts += [cases_table(f"Benchmark cases ({dev})", list(cases)) for dev, cases in (d.get("benchmarks") or {}).items()]
+    parts.append(Text(f"Ranking: {d.get('ranking')} over benchmark cases of each case's mean time (lower is better)."))
     return Group(*parts)
 
 
@@ -98,38 +100,62 @@ def _case_text(c: CaseResult) -> str:
     return " ".join(f"{k}={v}" for k, v in c.spec.items() if k != "seed")
 
 
-def _tests_table(r: EvalResult) -> Table:
-    table = Table(title=f"{r.problem} · test cases · {r.device}")
-    for col in ("#", "case", "ok", "max abs err", "max rel err", "mismatches"):
-        table.add_column(col, justify="left" if col in ("case", "ok") else "right")
+def _tests_table(r: EvalResult) -> FitTable:
+    table = FitTable([Column("#", figure=True, key=True), Column("case", key=True), Column("ok"),
+                      Column("max abs err", figure=True), Column("max rel err", figure=True),
+                      Column("mismatches", figure=True)], title=f"{r.problem} · test cases · {r.device}")
     for c in r.cases:
         if c.kind != "test":
             continue
-        table.add_row(str(c.index), _case_text(c), _ok(c), _num(c.max_abs_error), _num(c.max_rel_error),
-                      str(c.mismatches))
+        table.add_row(str(c.index), escape(_case_text(c)), _ok(c), error_figure(c.max_abs_error),
+                      error_figure(c.max_rel_error), str(c.mismatches))
     return table
 
 
-def _bench_table(r: EvalResult) -> Table:
-    table = Table(title=f"{r.problem} · {r.mode} · {r.device}")
-    for col in ("#", "case", "ok", "runs", "mean", "std", "min", "max", "TFLOP/s", "GB/s", "speedup"):
-        table.add_column(col, justify="left" if col in ("case", "ok") else "right")
+def _bench_table(r: EvalResult) -> FitTable:
+    """Benchmark cases: timing, achieved rates, the share of the runner's roofline, speedup."""
+    roof = any(c.roofline for c in r.cases)
+    columns = [Column("#", figure=True, key=True), Column("case", key=True), Column("ok"), Column("runs", figure=True),
+               Column("mean", figure=True), Column("std", figure=True), Column("min", figure=True),
+               Column("max", figure=True), Column("compute", figure=True), Column("memory", figure=True)]
+    if roof:
+        columns.append(Column("roofline", figure=True))
+    columns.append(Column("speedup", figure=True))
+    table = FitTable(columns, title=f"{r.problem} · {r.mode} · {r.device}")
     for c in r.cases:
         if c.kind != "benchmark":
             continue
         t = c.timing or {}
-        table.add_row(str(c.index), _case_text(c), _ok(c), str(t.get("runs", "")), format_ns(t.get("mean_ns")),
-                      format_ns(t.get("std_ns")), format_ns(t.get("min_ns")), format_ns(t.get("max_ns")),
-                      _num(c.tflops), _num(c.gbps), "-" if c.speedup is None else f"{c.speedup:.2f}x")
+        cells = [str(c.index), escape(_case_text(c)), _ok(c), str(t.get("runs", MISSING)), duration(t.get("mean_ns")),
+                 duration(t.get("std_ns")), duration(t.get("min_ns")), duration(t.get("max_ns")),
+                 flop_rate(c.tflops), byte_rate(c.gbps)]
+        if roof:
+            cells.append(roofline_cell(c.roofline))
+        cells.append(speedup(c.speedup))
+        table.add_row(*cells)
     return table
+
+
+def roofline_cell(roof: dict[str, Any] | None) -> str:
+    """A case's share of its roofline and what bounds it: ``"41.2% mem"`` or ``"8.30% compute"``."""
+    if not roof or roof.get("share") is None:
+        return MISSING
+    bound = {"memory": "mem", "compute": "compute"}.get(str(roof.get("bound")), "")
+    return f"{share(roof.get('share'))} {bound}".strip()
+
+
+def ceilings_line(ceilings: dict[str, Any] | None) -> str | None:
+    """The runner's measured ceilings in one line, or ``None`` without them."""
+    if not ceilings:
+        return None
+    rates = ", ".join(f"{dtype} {flop_rate(v)}" for dtype, v in (ceilings.get("matmul_tflops") or {}).items())
+    where = f" on {ceilings['name']}" if ceilings.get("name") else ""
+    return (f"roofline ceilings{where}: memory copy {byte_rate(ceilings.get('copy_gbps'))}; dense matmul {rates}"
+            " (share = achieved / min(peak, intensity x bandwidth))")
 
 
 def _ok(c: CaseResult) -> str:
     return "[green]pass[/]" if c.passed else "[red]FAIL[/]"
-
-
-def _num(x: float | None) -> str:
-    return "-" if x is None else f"{x:.3g}"
 
 
 def result_view(r: EvalResult) -> Group:
@@ -143,9 +169,12 @@ def result_view(r: EvalResult) -> Group:
     parts.append(Text.assemble(("verdict: ", "bold"), (r.status.value, style), f"  ({r.problem}, {r.mode}, "
                                f"{r.device}, revision {r.revision[:12]})"))
     if r.score_ns is not None:
-        parts.append(Text(f"score: {format_ns(r.score_ns)} (geometric mean of case means)"))
+        parts.append(Text(f"score: {duration(r.score_ns)} (geometric mean of case means)"))
     if r.speedup is not None:
-        parts.append(Text(f"speedup over the reference: {r.speedup:.2f}x"))
+        parts.append(Text(f"speedup over the reference: {speedup(r.speedup)}"))
+    line = ceilings_line(r.ceilings) if any(c.roofline for c in r.cases) else None
+    if line:
+        parts.append(Text(line))
     parts.append(Text(r.message))
     if r.profile:
         parts.append(Panel(Text(r.profile.get("table", "")), title=f"profile: kernels by {r.profile.get('sort_by')}"))

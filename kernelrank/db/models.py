@@ -234,7 +234,8 @@ class Run(Base):
 
 
 class Runner(Base):
-    """A runner worker as last seen through its heartbeat."""
+    """A runner worker as last seen through its heartbeat; ``stopped_at``: when it said it was
+    shutting down (offline from then on, until a heartbeat of the same name comes again)."""
 
     __tablename__ = "runners"
 
@@ -245,3 +246,4 @@ class Runner(Base):
     version: Mapped[str] = mapped_column(String(32), default="")
     jobs_done: Mapped[int] = mapped_column(Integer, default=0)
     last_heartbeat: Mapped[dt.datetime] = mapped_column(default=utcnow)
+    stopped_at: Mapped[dt.datetime | None] = mapped_column(default=None)

@@ -73,3 +73,33 @@ def migrate(url: str | None = None) -> None:
     cfg.set_main_option("script_location", str(PROJECT_ROOT / "migrations"))
     cfg.set_main_option("sqlalchemy.url", url.replace("%", "%%"))
     command.upgrade(cfg, "head")
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (``None``: not SQLite, or in memory)."""
+    if not url.startswith("sqlite"):
+        return None
+    path = url.split("///", 1)[-1]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def database_exists(url: str | None = None) -> bool:
+    """Whether the database at ``url`` (default: the configured one) is a KernelRank database
+    already (it has Alembic's version table). A SQLite file that does not exist is not opened (that
+    would create it).
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the database server cannot be reached.
+    """
+    from sqlalchemy import inspect
+
+    url = url or get_settings().resolved_database_url()
+    path = sqlite_path(url)
+    if path is not None and not path.is_file():
+        return False
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            return inspect(conn).has_table("alembic_version")
+    finally:
+        engine.dispose()

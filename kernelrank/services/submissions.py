@@ -166,6 +166,7 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     if status not in VERDICTS:  # a runner's report is data: an unknown verdict is the judge's error
         status = Verdict.error.value
         result["message"] = f"the runner reported an unknown verdict {str(result.get('status'))[:64]!r}"
+    _attach_ceilings(session, sub, result, runner)
     score = result.get("score_ns")
     run = Run(submission_id=submission_id, kind=kind, attempt=sub.attempt, status=status,
               score_ns=score if isinstance(score, (int, float)) and math.isfinite(score) else None,
@@ -178,6 +179,20 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     session.flush()
     _finish_if_complete(session, sub)
     return True
+
+
+def _attach_ceilings(session: Session, sub: Submission, result: dict[str, Any], runner: str) -> None:
+    """[issue 17] The ceilings of the runner that ran it (its own in the result, else those of its
+    last heartbeat) and each benchmark case's roofline share, stored with the result
+    (:func:`kernelrank.roofline.attach`); the problem's output dtype picks the matmul ceiling
+    when a case names no dtype."""
+    from kernelrank import roofline
+    from kernelrank.services.runners import ceilings_of
+
+    contract = (sub.problem_revision.definition or {}).get("contract") or {}
+    dtype = (contract.get("output") or {}).get("dtype")
+    roofline.attach(result, result.get("ceilings") or ceilings_of(session, runner),
+                    dtype if isinstance(dtype, str) else None)
 
 
 def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:

@@ -7,9 +7,13 @@ escapes as XML text.
 from __future__ import annotations
 
 import datetime as dt
+import math
+from typing import Any
 
 import pygal
 from pygal.style import Style
+
+from kernelrank.format import byte_rate, flop_rate, flop_rate_unit, number, time_unit
 
 _STYLE = Style(
     background="white", plot_background="white", foreground="#222", foreground_strong="#111",
@@ -18,26 +22,30 @@ _STYLE = Style(
 )
 _COMMON = dict(style=_STYLE, js=[], width=800, height=360, explicit_size=True, legend_at_bottom=True,
                no_data_text="no ranked submissions yet", truncate_legend=24, print_values=False,
-               value_formatter=lambda v: f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}")
+               value_formatter=number)
+#: Headers of every chart response: an SVG shown through ``<img>`` runs nothing and loads nothing.
+SVG_HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'", "Cache-Control": "no-cache"}
 #: Bars go on a log scale when the slowest case is this many times the fastest.
 LOG_SCALE_RATIO = 20.0
 
 
 def best_score_chart(points: list[tuple[dt.datetime, float]], device: str) -> bytes:
-    """The best score (µs) of one board each time it improved, drawn as a step line over time.
+    """The best score of one board each time it improved, drawn as a step line over time, in the
+    time unit that suits the scores (:func:`kernelrank.format.time_unit`: ns, µs, ms or s).
 
     Args:
         points: ``(time, score_ns)`` pairs in time order (see ``queries.best_over_time``).
         device: the device queue, for the title.
     """
-    chart = pygal.DateTimeLine(title=f"Best score over time on {device} (µs, lower is better)",
+    unit, scale = time_unit(ns for _, ns in points)
+    chart = pygal.DateTimeLine(title=f"Best score over time on {device} ({unit}, lower is better)",
                                x_value_formatter=lambda t: t.strftime("%m-%d %H:%M"), x_label_rotation=25,
                                show_legend=False, interpolate=None, **_COMMON)
     steps: list[tuple[dt.datetime, float]] = []
     for i, (t, ns) in enumerate(points):
         if i:  # hold the previous best until this improvement: a step, not a slope
             steps.append((t, steps[-1][1]))
-        steps.append((t, ns / 1e3))
+        steps.append((t, ns / scale))
     if steps:
         steps.append((dt.datetime.now(dt.timezone.utc).replace(tzinfo=steps[-1][0].tzinfo), steps[-1][1]))
     chart.add("best", steps)
@@ -45,20 +53,77 @@ def best_score_chart(points: list[tuple[dt.datetime, float]], device: str) -> by
 
 
 def case_times_chart(case_labels: list[str], entries: list[tuple[str, list[float | None]]], device: str) -> bytes:
-    """Each benchmark case's mean time (µs) for the top entries of one board, as grouped bars.
+    """Each benchmark case's mean time for the top entries of one board, as grouped bars, in the
+    time unit that suits the times (:func:`kernelrank.format.time_unit`).
 
     Args:
         case_labels: one short label per benchmark case.
         entries: ``(user, [mean_ns per case, None where unknown])`` for each top entry, by rank.
         device: the device queue, for the title.
     """
-    series = [(user, [t / 1e3 if t else None for t in times]) for user, times in entries]
+    unit, scale = time_unit(t for _, times in entries for t in times)
+    series = [(user, [t / scale if t else None for t in times]) for user, times in entries]
     values = [v for _, vs in series for v in vs if v]
     wide = bool(values) and max(values) / min(values) >= LOG_SCALE_RATIO
-    scale = {"logarithmic": True, "range": (min(values) / 2, max(values) * 1.2)} if wide else {}
-    chart = pygal.Bar(title=f"Time per benchmark case on {device}, top entries (µs)", x_label_rotation=15,
-                      **scale, **_COMMON)
+    axis = {"logarithmic": True, "range": (min(values) / 2, max(values) * 1.2)} if wide else {}
+    chart = pygal.Bar(title=f"Time per benchmark case on {device}, top entries ({unit})", x_label_rotation=15,
+                      **axis, **_COMMON)
     chart.x_labels = case_labels
     for user, vs in series:
         chart.add(user, vs)
+    return chart.render()
+
+
+def _decades(lo: float, hi: float) -> list[float]:
+    """Axis labels of a log scale between ``lo`` and ``hi``: 1-2-5 steps when it spans few decades."""
+    first, last = math.floor(math.log10(lo)), math.ceil(math.log10(hi))
+    steps = (1, 2, 5) if last - first <= 3 else (1,)
+    return [m * 10.0**e for e in range(first, last + 1) for m in steps if lo <= m * 10.0**e <= hi]
+
+
+def roofline_chart(points: list[tuple[str, float, float, str | None]], ceilings: dict[str, Any], title: str) -> bytes:
+    """The roofline of the runner that ran a submission, with its benchmark cases on it: log-log,
+    arithmetic intensity (FLOP/byte) against achieved rate; the memory ceiling (copy bandwidth x
+    intensity) and the compute ceiling of each dtype the cases use (dense matmul rate) as lines
+    meeting at the ridge point. Rates in the unit that suits the ceilings
+    (:func:`kernelrank.format.flop_rate_unit`).
+
+    Args:
+        points: ``(label, intensity in FLOP/byte, achieved TFLOP/s, dtype of its compute ceiling)``
+            per case that has both flops and bytes (see :func:`kernelrank.roofline.case_roofline`).
+        ceilings: the runner's ceilings (``copy_gbps``, ``matmul_tflops`` per dtype).
+        title: the chart's title.
+    """
+    from kernelrank import roofline
+
+    bw = float(ceilings.get("copy_gbps") or 0.0)
+    rates = {k: float(v) for k, v in (ceilings.get("matmul_tflops") or {}).items() if v}
+    dtypes = sorted({d for *_, d in points if d in rates}) or sorted(rates)[:1]
+    peaks = [rates[d] for d in dtypes]
+    unit, scale = flop_rate_unit(peaks + [p[2] for p in points])
+    ridges = [roofline.ridge_intensity(p, bw) for p in peaks] if bw > 0 else []
+    xs = [p[1] for p in points] + ridges
+    lo, hi = (min(xs) / 4, max(xs) * 4) if xs else (0.01, 100.0)
+    ys = [p[2] / scale for p in points] + [p / scale for p in peaks] + ([lo * bw / 1e3 / scale] if bw > 0 else [])
+    y_lo, y_hi = (min(ys) / 2, max(ys) * 2) if ys else (0.1, 10.0)
+    axis_label = lambda v: f"{v:g}"  # noqa: E731 - axis ticks: 0.01, 20, 500
+    chart = pygal.XY(title=title, logarithmic=True, x_title="arithmetic intensity (FLOP/byte)",
+                     y_title=f"achieved rate ({unit})", dots_size=4, show_x_guides=True, range=(y_lo, y_hi),
+                     xrange=(lo, hi), x_labels=_decades(lo, hi), y_labels=_decades(y_lo, y_hi),
+                     x_value_formatter=axis_label,
+                     **{**_COMMON, "value_formatter": axis_label, "truncate_legend": -1,
+                        "legend_at_bottom_columns": 1, "height": 420,
+                        "no_data_text": "no case with both flops and bytes"})
+    if bw > 0:
+        top = max(peaks) if peaks else hi * bw / 1e3
+        chart.add(f"memory ceiling: copy bandwidth {byte_rate(bw)}",
+                  [(lo, lo * bw / 1e3 / scale), (min(hi, top * 1e3 / bw), min(hi * bw / 1e3, top) / scale)],
+                  show_dots=False, stroke_style={"width": 2})
+    for dtype, peak in zip(dtypes, peaks):
+        start = roofline.ridge_intensity(peak, bw) if bw > 0 else lo
+        chart.add(f"compute ceiling: {dtype} dense matmul {flop_rate(peak)}",
+                  [(start, peak / scale), (hi, peak / scale)], show_dots=False,
+                  stroke_style={"width": 2, "dasharray": "6, 3"})
+    chart.add("benchmark cases", [{"value": (x, tflops / scale), "label": label} for label, x, tflops, _ in points],
+              stroke=False)
     return chart.render()

@@ -1,4 +1,5 @@
-"""Jinja filters of the pages: durations in µs or ms, speedups, roofline figures, UTC dates.
+"""Jinja filters of the pages: the shared figure formatters (:mod:`kernelrank.format`: times,
+rates, speedups, roofline shares, error figures, as the CLI writes them) and UTC dates.
 
 Pure functions over plain numbers, so they are tested without a database.
 """
@@ -6,45 +7,21 @@ Pure functions over plain numbers, so they are tested without a database.
 from __future__ import annotations
 
 import datetime as dt
-import math
 
+from kernelrank.format import byte_rate, duration, error_figure, flop_rate, number, share, size, speedup
 
-def duration(ns: float | None) -> str:
-    """A time given in nanoseconds, in the unit that reads best: ``"812 ns"``, ``"12.3 µs"``,
-    ``"4.56 ms"`` or ``"1.20 s"``; ``"—"`` for ``None`` or a value that is not finite."""
-    if ns is None or not math.isfinite(ns):
-        return "—"
-    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if abs(ns) >= scale:
-            return f"{ns / scale:.3g} {unit}"
-    return f"{ns:.3g} ns"
-
-
-def speedup(value: float | None) -> str:
-    """Reference time over submission time, e.g. ``"1.52×"``; ``"—"`` when unknown."""
-    if value is None or not math.isfinite(value):
-        return "—"
-    return f"{value:.3g}×"
+__all__ = ["FILTERS", "byte_rate", "duration", "error_figure", "flop_rate", "iso", "rate", "share", "size", "speedup", "when"]
 
 
 def rate(value: float | None, unit: str) -> str:
-    """An achieved rate (``TFLOP/s`` or ``GB/s``) with 3 significant digits; ``"—"`` when unknown."""
-    if value is None or not math.isfinite(value):
-        return "—"
-    return f"{value:.3g} {unit}"
-
-
-def error_figure(value: float | str | None) -> str:
-    """A correctness figure (max abs or rel error) with 3 significant digits: ``"0.00123"``,
-    ``"inf"`` or ``"nan"`` (stored results write those as ``"Infinity"`` and ``"NaN"``:
-    :func:`kernelrank.runner.results.json_ready`); ``"—"`` when unknown or not a number."""
-    if value is None or isinstance(value, bool):
-        return "—"
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return "—"
-    return f"{number:.3g}"
+    """An achieved rate given in ``TFLOP/s`` or ``GB/s`` (``unit``), written in the unit that reads
+    best (:func:`kernelrank.format.flop_rate`, :func:`~kernelrank.format.byte_rate`); any other
+    ``unit`` (``''``): the bare figure with three significant digits."""
+    if unit == "TFLOP/s":
+        return flop_rate(value)
+    if unit == "GB/s":
+        return byte_rate(value)
+    return number(value)
 
 
 def when(value: dt.datetime | None) -> str:
@@ -65,4 +42,5 @@ def iso(value: dt.datetime | None) -> str:
     return value.isoformat()
 
 
-FILTERS = {"duration": duration, "error_figure": error_figure, "speedup": speedup, "rate": rate, "when": when, "iso": iso}
+FILTERS = {"duration": duration, "error_figure": error_figure, "speedup": speedup, "rate": rate,
+           "flop_rate": flop_rate, "byte_rate": byte_rate, "share": share, "size": size, "when": when, "iso": iso}

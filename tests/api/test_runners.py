@@ -33,3 +33,45 @@ def test_runners_and_queue_depths(client: TestClient, world: World) -> None:
     body = client.get("/api/v1/runners").json()
     assert body["queues"] == {"cpu": 2}  # one started; the offline H100 serves nothing
     assert [(r["name"], r["online"]) for r in body["runners"]] == [("runner-cpu-1", True), ("runner-h100-1", False)]
+
+
+def test_a_runner_that_says_it_stops_is_offline_at_once(client: TestClient, world: World) -> None:
+    """[issue 17] The stop message (the runner's last heartbeat, online false) makes it offline now,
+    not runner_online_seconds later; it keeps the device facts it reported; a new heartbeat under
+    the same name (a restarted container) brings it back."""
+    from kernelrank import control
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import runners
+
+    control.heartbeat("runner-cpu-1", "cpu", {}, "0.1.0", 4, False)  # what the control worker runs
+    [runner] = client.get("/api/v1/runners").json()["runners"]
+    assert runner["online"] is False and runner["stopped_at"] and runner["jobs_done"] == 4
+    assert runner["info"] == {"name": "test cpu", "threads": 4}
+    with session_scope() as s:
+        assert runners.served_devices(s, 60.0) == set()
+    r = submit(client, world.tokens["alice"])
+    assert r.status_code == 422 and "no runner" in r.json()["detail"]
+    assert "(stopped " in client.get("/runners").text
+
+    control.heartbeat("runner-cpu-1", "cpu", {"name": "test cpu", "threads": 4}, "0.1.0", 4)
+    [runner] = client.get("/api/v1/runners").json()["runners"]
+    assert runner["online"] is True and runner["stopped_at"] is None
+    assert submit(client, world.tokens["alice"]).status_code == 202
+
+
+def test_the_runners_page_shows_device_versions_and_ceilings(client: TestClient, world: World) -> None:
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import runners
+
+    info = {"device": "cpu", "name": "Intel(R) Xeon(R) Gold 6338", "memory_bytes": 16 * 2**30, "threads": 8,
+            "torch": "2.13.0+cpu", "triton": "3.9.0", "driver": None,
+            "ceilings": {"copy_gbps": 18.4, "matmul_tflops": {"float32": 0.0781, "bfloat16": 0.774}}}
+    with session_scope() as s:
+        runners.heartbeat(s, "runner-cpu-1", "cpu", info, "0.1.0")
+    html = client.get("/runners").text
+    row = html[html.index('<tr data-runner="runner-cpu-1">'):]
+    row = row[:row.index("</tr>")]
+    for text in ("Intel(R) Xeon(R) Gold 6338", "<td>8</td>", "16.0 GiB", "2.13.0+cpu", "3.9.0", "18.4 GB/s",
+                 "float32 78.1 GFLOP/s", "bfloat16 774 GFLOP/s"):
+        assert text in row, text
+    assert client.get("/api/v1/runners").json()["runners"][0]["info"]["ceilings"]["copy_gbps"] == 18.4

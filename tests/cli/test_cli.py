@@ -59,7 +59,7 @@ def test_eval_table_output_names_the_verdict() -> None:
         ("eval", "no_such_problem", str(SUBMISSIONS / "double_ok.py")),
         ("eval", "double", "/no/such/file.py"),
         ("eval", "double", str(SUBMISSIONS / "double_ok.py"), "--mode", "fastest"),
-        ("problems", "show", "no_such_problem"),
+        ("problems", "show", "no_such_problem", "--local"),
     ],
 )
 def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
@@ -69,11 +69,12 @@ def test_usage_errors_exit_2(args: tuple[str, ...]) -> None:
 
 
 def test_problems_list_and_show_on_the_real_problems() -> None:
-    p = _run("problems", "list", fixtures=False)
+    """``--local``: the problem folders here (without it, the server's problems: tests/cli/test_browse.py)."""
+    p = _run("problems", "list", "--local", fixtures=False)
     assert p.returncode == 0
     for name in ("softmax", "gemm", "mla_decode"):
         assert name in p.stdout
-    p = _run("problems", "show", "mla_decode", fixtures=False)
+    p = _run("problems", "show", "mla_decode", "--local", fixtures=False)
     assert p.returncode == 0
     for needle in ("block_table", "cache_seqlens", "bfloat16", "atol", "rtol", "Test cases", "Benchmark cases (cuda)"):
         assert needle in p.stdout, needle

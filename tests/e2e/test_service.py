@@ -106,6 +106,10 @@ def test_cpu_runner_reports_its_device(service: Service) -> None:
     assert runner["online"] is True
     assert runner["info"]["device"] == "cpu" and runner["info"]["threads"] >= 1
     assert runner["version"] and runner["name"].endswith(":cpu")
+    # [issue 17] the ceilings it measured when it started, with the threads a kernel gets
+    ceilings = runner["info"]["ceilings"]
+    assert ceilings["device"] == "cpu" and ceilings["threads"] == runner["info"]["threads"]
+    assert ceilings["copy_gbps"] > 0 and ceilings["matmul_tflops"]["float32"] > 0
 
 
 @pytest.mark.parametrize("problem", sorted(WRONG))
@@ -145,6 +149,10 @@ def test_leaderboard_ranks_both_leaderboard_entries(service: Service, batch: dic
         assert sub["score_ns"] == pytest.approx(runs["public"]["score_ns"])
         timed = [c for c in runs["secret"]["result"]["cases"] if c["kind"] == "benchmark"]
         assert timed and all(c["timing"] and c["checked"] > 1 for c in timed)
+        # [issue 17] the runner's ceilings came with the result, and each case's roofline share
+        assert runs["public"]["result"]["ceilings"]["copy_gbps"] > 0
+        assert all(0 < c["roofline"]["share"] and c["roofline"]["bound"] == "memory" and c["roofline"]["dtype"]
+                   == c["spec"]["dtype"] for c in runs["public"]["result"]["cases"] if c["kind"] == "benchmark")
 
     with service.client() as client:
         r = client.get(f"{API}/leaderboards/softmax/cpu")

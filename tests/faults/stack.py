@@ -36,6 +36,8 @@ PERIODS = {
     "KERNELRANK_QUEUED_LOST_SECONDS": "6",
     "KERNELRANK_JOB_GATE_SECONDS": "5",
     "KERNELRANK_JOB_MAX_ATTEMPTS": "3",
+    # runners restarted after a kill take jobs at once (no ceilings measured: a few seconds each)
+    "KERNELRANK_RUNNER_CEILINGS": "false",
 }
 
 

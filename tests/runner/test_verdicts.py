@@ -209,3 +209,15 @@ def test_profile_mode_gives_table_and_trace(double, options) -> None:
     assert "Self CPU" in r.profile["table"] and "case 0" in r.profile["table"]
     trace = Path(r.profile["trace_file"])
     assert trace.is_file() and trace.stat().st_size > 0
+
+
+def test_tracebacks_start_at_the_submissions_own_frame(double, options) -> None:
+    """[issue 17] The traceback in the verdict begins with the submission's frame: none of the
+    harness's (the child's request loop, the timer, importlib) comes before it."""
+    r = _run(double, "raises.py", options)
+    assert r.status is Status.error
+    tb = r.message[r.message.index("Traceback (most recent call last):"):]
+    frames = [line for line in tb.splitlines() if line.lstrip().startswith("File ")]
+    assert frames and frames[0].strip().startswith('File "') and "submission.py" in frames[0]
+    assert "kernelrank/runner" not in tb and "runner/child.py" not in tb and "importlib" not in tb
+    assert tb.rstrip().endswith("ValueError: kernel bug: index out of range")

@@ -148,9 +148,30 @@ def test_runner_identity_names_host_pid_and_queue(monkeypatch: pytest.MonkeyPatc
         worker.configure("control")
 
 
-def test_heartbeat_info_describes_the_cpu() -> None:
+def test_heartbeat_info_describes_the_cpu_and_its_ceilings() -> None:
     info = worker.heartbeat_info("cpu")
     assert info["device"] == "cpu" and info["threads"] >= 1 and info["torch"]
+    # measured once, in a subprocess, with the threads the judge gives a kernel
+    ceilings = info["ceilings"]
+    assert ceilings["device"] == "cpu" and ceilings["threads"] == info["threads"]
+    assert ceilings["copy_gbps"] > 0 and set(ceilings["matmul_tflops"]) == {"float32", "bfloat16", "float16"}
+    assert worker.heartbeat_info("cpu")["ceilings"] is ceilings  # not measured again
+
+
+def test_a_stopping_runner_sends_a_last_message_saying_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelrank.queue import HEARTBEAT
+
+    sent: list[tuple[str, list[Any]]] = []
+    monkeypatch.setattr(worker, "send", lambda task, args, **_: sent.append((task, args)))
+    ident = worker.RunnerIdentity("host:1:cpu", "cpu")
+    thread = worker.start_heartbeat(ident, {"device": "cpu"})  # its first heartbeat was sent: waits a period
+    assert worker.stop_heartbeat(ident) is True
+    thread.join(5)
+    assert not thread.is_alive()
+    assert sent and sent[-1][0] == HEARTBEAT
+    name, queue, info, _version, _jobs, online = sent[-1][1]
+    assert (name, queue, info, online) == ("host:1:cpu", "cpu", {}, False)
+    assert all(len(args) == 5 for _, args in sent[:-1])  # ordinary heartbeats say nothing of stopping
 
 
 def test_reports_name_the_attempt_the_job_was_for(double: Problem) -> None:

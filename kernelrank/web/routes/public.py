@@ -28,8 +28,7 @@ CHART_ENTRIES = 5
 #: Window of the runners page's "recent throughput".
 THROUGHPUT_WINDOW = dt.timedelta(hours=1)
 #: SVG charts come from pygal; when opened directly, no script in them may run.
-_SVG_HEADERS = {"Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-                "Cache-Control": "no-cache"}
+_SVG_HEADERS = charts.SVG_HEADERS
 
 
 def visible_revisions(session: Session, user: User | None) -> list[ProblemRevision]:

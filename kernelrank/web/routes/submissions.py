@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -96,6 +96,33 @@ def submission_live(submission_id: Id, request: Request, session: SessionDep, us
     response = render(request, "_submission_live.html", user, **_view(session, sub, user))
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+@router.get("/submissions/{submission_id}/roofline.svg")
+def roofline_svg(submission_id: int, session: SessionDep, user: PageUser) -> Response:
+    """SVG: the public run's benchmark cases on the roofline of the runner that ran them
+    (:func:`kernelrank.web.charts.roofline_chart`); 404 when the run has no roofline."""
+    from kernelrank.services import NotFound
+    from kernelrank.web import charts
+
+    sub = submissions.get_submission(session, submission_id)
+    result = public_view(sub, full=False, with_code=False).runs
+    public = next((r.result for r in result if r.kind == "public"), None) or {}
+    ceilings = public.get("ceilings")
+    points = [(f"#{c.get('index')} {case_text(c.get('spec'))}", c["roofline"]["intensity"], c["tflops"],
+               c["roofline"].get("dtype"))
+              for c in public.get("cases") or []
+              if isinstance(c, dict) and c.get("kind") == "benchmark" and isinstance(c.get("roofline"), dict)
+              and c["roofline"].get("intensity") and isinstance(c.get("tflops"), (int, float))]
+    if not isinstance(ceilings, dict) or not points:
+        raise NotFound(f"submission {submission_id} has no roofline to draw")
+    svg = charts.roofline_chart(points, ceilings, f"Roofline of submission {submission_id} on {sub.device}")
+    return Response(svg, media_type="image/svg+xml", headers=charts.SVG_HEADERS)
+
+
+def case_text(spec: Any) -> str:
+    """A case's parameters without its seed, as the tables show them (``M=512 N=512``)."""
+    return " ".join(f"{k}={v}" for k, v in (spec or {}).items() if k != "seed") if isinstance(spec, dict) else ""
 
 
 @router.get("/me/submissions", response_class=HTMLResponse)

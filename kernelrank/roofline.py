@@ -1,0 +1,134 @@
+"""The roofline model: how far a case's achieved rate is from what the runner's hardware can do.
+
+Source: S. Williams, A. Waterman, D. Patterson, "Roofline: an insightful visual performance model
+for multicore architectures", CACM 52(4), 2009. A kernel of arithmetic intensity ``I`` (FLOP per
+byte of memory traffic, here the problem's ``flops(case) / bytes(case)``: its *minimum* traffic)
+can reach at most
+
+    attainable = min(peak_flops, I * bandwidth)
+
+and its share of the roofline is ``achieved / attainable`` (1 = on the roof). Equivalently
+``max(achieved_flops / peak_flops, achieved_bytes_per_s / bandwidth)``: the tighter of the two
+ceilings. The ceilings are the runner's own measurements (:mod:`kernelrank.runner.ceilings`:
+copy bandwidth, dense matmul rate per dtype), taken from its heartbeat and stored with each
+result (:func:`attach`), so a share never depends on a datasheet.
+
+Pure functions over plain numbers and JSON-ready dicts (no torch): the control worker calls
+:func:`attach` when it records a run, ``kernelrank eval --roofline`` when it has measured this
+machine; the pages, the API and the CLI only read what it wrote.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Bounds of a case on the roofline: below the ridge point memory bandwidth limits it, above it
+#: the compute peak does.
+MEMORY, COMPUTE = "memory", "compute"
+#: The dtype whose matmul rate is the compute ceiling when neither the case nor the problem names one.
+DEFAULT_DTYPE = "float32"
+
+
+def _positive(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) and x > 0 else None
+
+
+def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> float:
+    """``min(peak, intensity * bandwidth)`` in TFLOP/s.
+
+    Args:
+        intensity: FLOP per byte.
+        peak_tflops: compute ceiling, TFLOP/s (10^12 FLOP/s).
+        bandwidth_gbps: memory ceiling, GB/s (10^9 bytes/s).
+    """
+    return min(peak_tflops, intensity * bandwidth_gbps / 1e3)
+
+
+def ridge_intensity(peak_tflops: float, bandwidth_gbps: float) -> float:
+    """The intensity (FLOP/byte) where the two ceilings meet: ``peak / bandwidth``."""
+    return peak_tflops * 1e3 / bandwidth_gbps
+
+
+def case_roofline(tflops: Any, gbps: Any, peak_tflops: Any, bandwidth_gbps: Any) -> dict[str, Any] | None:
+    """A case's place under the roofline from its achieved rates and the ceilings.
+
+    Args:
+        tflops: achieved TFLOP/s (``flops / mean time``), or ``None`` when the problem states no flops.
+        gbps: achieved GB/s (``bytes / mean time``), or ``None`` when it states no bytes.
+        peak_tflops: the compute ceiling (TFLOP/s) for the case's dtype, or ``None``.
+        bandwidth_gbps: the memory ceiling (GB/s), or ``None``.
+
+    Returns:
+        ``{"share", "bound", "intensity", "attainable_tflops", "peak_tflops", "bandwidth_gbps"}``
+        with ``share = achieved / attainable`` (``intensity`` and ``attainable_tflops`` only where
+        both flops and bytes are known; with only one, the share of that one ceiling); ``None``
+        when no achieved rate has its ceiling. Values that are missing, zero or not finite count
+        as unknown.
+    """
+    f, b = _positive(tflops), _positive(gbps)
+    peak, bw = _positive(peak_tflops), _positive(bandwidth_gbps)
+    if f is not None and b is not None and peak is not None and bw is not None:
+        intensity = f * 1e3 / b
+        roof = attainable_tflops(intensity, peak, bw)
+        bound = MEMORY if intensity < ridge_intensity(peak, bw) else COMPUTE
+        return {"share": f / roof, "bound": bound, "intensity": intensity, "attainable_tflops": roof,
+                "peak_tflops": peak, "bandwidth_gbps": bw}
+    if b is not None and bw is not None:
+        return {"share": b / bw, "bound": MEMORY, "intensity": None, "attainable_tflops": None,
+                "peak_tflops": peak, "bandwidth_gbps": bw}
+    if f is not None and peak is not None:
+        return {"share": f / peak, "bound": COMPUTE, "intensity": None, "attainable_tflops": None,
+                "peak_tflops": peak, "bandwidth_gbps": bw}
+    return None
+
+
+def ceiling_dtype(spec: dict[str, Any] | None, rates: dict[str, Any], problem_dtype: str | None) -> str | None:
+    """The dtype whose matmul rate is a case's compute ceiling: the case's own ``dtype``
+    parameter, else the problem's (its output's, in the data contract), else
+    :data:`DEFAULT_DTYPE`, the first of those the runner measured; ``None`` when it measured none."""
+    for candidate in ((spec or {}).get("dtype"), problem_dtype, DEFAULT_DTYPE):
+        if isinstance(candidate, str) and candidate.removeprefix("torch.") in rates:
+            return candidate.removeprefix("torch.")
+    return None
+
+
+def clean_ceilings(ceilings: Any) -> dict[str, Any] | None:
+    """``ceilings`` as a runner reported them (:func:`kernelrank.runner.ceilings.measure`), kept
+    only where it has a positive copy bandwidth or matmul rate (heartbeats are data from another
+    machine); ``None`` otherwise."""
+    if not isinstance(ceilings, dict):
+        return None
+    rates = ceilings.get("matmul_tflops")
+    rates = {str(k): float(v) for k, v in rates.items() if _positive(v) is not None} if isinstance(rates, dict) else {}
+    bw = _positive(ceilings.get("copy_gbps"))
+    if bw is None and not rates:
+        return None
+    return {**ceilings, "copy_gbps": bw, "matmul_tflops": rates}
+
+
+def attach(result: dict[str, Any], ceilings: Any, problem_dtype: str | None = None) -> dict[str, Any]:
+    """Store ``ceilings`` in a run's result (``EvalResult.to_dict()`` shape) and each benchmark
+    case's ``roofline`` (:func:`case_roofline`, with ``dtype`` added), in place; returns ``result``.
+    Without usable ceilings (:func:`clean_ceilings`) the result is left as it is."""
+    clean = clean_ceilings(ceilings)
+    if clean is None:
+        return result
+    result["ceilings"] = clean
+    rates = clean["matmul_tflops"]
+    for case in result.get("cases") or []:
+        if not isinstance(case, dict) or case.get("kind") != "benchmark":
+            continue
+        dtype = ceiling_dtype(case.get("spec") if isinstance(case.get("spec"), dict) else None, rates, problem_dtype)
+        roof = case_roofline(case.get("tflops"), case.get("gbps"), rates.get(dtype) if dtype else None,
+                             clean["copy_gbps"])
+        if roof is not None:
+            roof["dtype"] = dtype
+            case["roofline"] = roof
+    return result
