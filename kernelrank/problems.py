@@ -104,10 +104,18 @@ class Budgets(_Strict):
 
 
 class CaseTiming(_Strict):
-    """Seconds of wall time spent timing one benchmark case, per timed mode."""
+    """How long one benchmark case is timed (in pairs with the reference), per timed mode.
+
+    ``benchmark``, ``leaderboard``: seconds of wall time per case. A case whose speedup's 95%
+    interval is still wider than ``noisy_above`` (relative half width: 0.05 is ±5%) when that is
+    spent gets more time, up to ``cap`` times it in all; a run with a case still wider then is
+    marked too noisy and not ranked (:func:`kernelrank.runner.stats.stop_rule`).
+    """
 
     benchmark: float = Field(gt=0)
     leaderboard: float = Field(gt=0)
+    noisy_above: float = Field(default=0.05, gt=0)
+    cap: float = Field(default=3.0, ge=1)
 
 
 class Case(BaseModel):

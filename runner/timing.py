@@ -1,4 +1,4 @@
-"""Timing: one timer interface with a CPU and a CUDA implementation, and pure statistics.
+"""Timing: one timer interface with a CPU and a CUDA implementation.
 
 The method is the field's (``triton.testing.do_bench``; GPU MODE's eval; KernelBench):
 
@@ -7,30 +7,21 @@ The method is the field's (``triton.testing.do_bench``; GPU MODE's eval; KernelB
 - each timed call measured on its own: on CUDA the L2 cache is flushed first by zeroing a
   256 MiB buffer, then an event pair brackets the call with a *whole-device* synchronize before
   the end event, so work the submission puts on side streams is counted; on the CPU,
-  ``time.perf_counter_ns`` brackets the call (CPU work is synchronous);
-- stop after at least :data:`MIN_RUNS` runs once the standard error of the mean is under
-  ``rel_stderr`` of the mean (1% on CPU, 0.1% on CUDA) or the case's time budget is spent.
+  ``time.perf_counter_ns`` brackets the call (CPU work is synchronous).
 
-:func:`summarize` and :func:`should_stop` are pure functions over recorded times, tested without
-any device. Everything here that only a GPU can execute is inside :class:`CudaTimer`.
+How many calls, and what they add up to, is decided by the judge from the pairs it times
+(:mod:`kernelrank.runner.stats`: torch-free, tested on recorded timings). Everything here that
+only a GPU can execute is inside :class:`CudaTimer`.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
-from dataclasses import asdict, dataclass
 from typing import Any, Callable, Protocol
 
-#: Fewest runs before the standard error may stop timing: a standard error from three runs is
-#: itself too uncertain (leaderboard cases were seen stopping on three nearly equal calls among
-#: calls that varied by 2x; bench/README.md).
-MIN_RUNS = 10
-#: Hard cap on timed runs of one case (the field: 100, up to 1000).
-MAX_RUNS = 1000
-#: Relative standard error at which timing stops, per device class.
-REL_STDERR = {"cpu": 0.01, "cuda": 0.001}
+# moved to the statistics module; re-exported for callers of this module
+from kernelrank.runner.stats import TimingStats, geometric_mean, summarize  # noqa: F401
+
 #: Bytes zeroed before each timed call on CUDA to flush L2 (do_bench and GPU MODE use 256 MiB).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 #: Minimum warm-up per device class, in seconds of calls, and in calls. CUDA: do_bench's 25 ms.
@@ -40,79 +31,6 @@ WARMUP_SECONDS = {"cpu": 0.1, "cuda": 0.025}
 WARMUP_MIN_CALLS = 1
 #: Upper bound on warm-up calls (a fast kernel reaches the seconds only after many calls).
 WARMUP_MAX_CALLS = 200
-
-
-@dataclass(frozen=True)
-class TimingStats:
-    """Summary of one case's timed runs; all times in nanoseconds.
-
-    ``stderr_ns`` is the standard error of the mean, ``std / sqrt(runs)``, with the sample
-    standard deviation (n - 1); both are 0 for a single run.
-    """
-
-    runs: int
-    mean_ns: float
-    std_ns: float
-    stderr_ns: float
-    min_ns: float
-    median_ns: float
-    max_ns: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def summarize(times_ns: list[float] | list[int]) -> TimingStats:
-    """Statistics of per-call times (ns).
-
-    Raises:
-        ValueError: no times.
-    """
-    if not times_ns:
-        raise ValueError("no timed runs to summarize")
-    xs = [float(t) for t in times_ns]
-    n = len(xs)
-    mean = statistics.fmean(xs)
-    std = statistics.stdev(xs) if n > 1 else 0.0
-    return TimingStats(
-        runs=n,
-        mean_ns=mean,
-        std_ns=std,
-        stderr_ns=std / math.sqrt(n),
-        min_ns=min(xs),
-        median_ns=statistics.median(xs),
-        max_ns=max(xs),
-    )
-
-
-def should_stop(times_ns: list[float] | list[int], rel_stderr: float, spent_s: float, budget_s: float,
-                max_runs: int = MAX_RUNS) -> bool:
-    """The stopping rule: at least :data:`MIN_RUNS` runs and (standard error under ``rel_stderr``
-    of the mean, or budget spent, or ``max_runs`` reached).
-
-    A budget that runs out before :data:`MIN_RUNS` still stops: a kernel too slow for ten runs
-    in its budget is reported with the runs it got.
-    """
-    n = len(times_ns)
-    if n >= max_runs:
-        return True
-    if spent_s >= budget_s and n >= 1:
-        return True
-    if n < MIN_RUNS:
-        return False
-    s = summarize(times_ns)
-    return s.mean_ns > 0 and s.stderr_ns / s.mean_ns < rel_stderr
-
-
-def geometric_mean(values: list[float]) -> float:
-    """Geometric mean of positive values, ``exp(mean(log v))``; the ranking rule over cases.
-
-    Raises:
-        ValueError: no values, or a value that is not positive.
-    """
-    if not values or any(v <= 0 for v in values):
-        raise ValueError("geometric mean needs positive values")
-    return math.exp(statistics.fmean(math.log(v) for v in values))
 
 
 def roofline(flops: float, nbytes: float, mean_ns: float) -> tuple[float, float]:

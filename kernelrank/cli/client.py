@@ -283,7 +283,9 @@ def submission_view(sub: dict[str, Any]) -> Any:
     line = Text.assemble((f"submission #{sub.get('id')}: ", "bold"), (status, _style(status)),
                          f"  ({sub.get('problem')}, {sub.get('mode')}, {sub.get('device')}, {sub.get('language')})")
     if sub.get("ranked"):
-        line.append(f"  ranked with score {format_ns(sub.get('score_ns'))}")
+        ci = sub.get("score_ci_ns")
+        line.append(f"  ranked with score {format_ns(sub.get('score_ns'))}"
+                    + (f" ({format_ns(ci[0])} .. {format_ns(ci[1])})" if ci else ""))
     elif sub.get("mode") == vocab.Mode.leaderboard and status in FINAL:
         line.append("  not ranked")
     parts.append(line)
@@ -299,18 +301,24 @@ def _style(status: Any) -> str:
 
 
 def leaderboard_table(board: dict[str, Any]) -> Any:
-    """A Rich table of one leaderboard: rank, user, score, speedup, language, submitted."""
+    """A Rich table of one leaderboard: rank (``=`` where the entry cannot be told apart from the
+    one above: tied), user, score, its 95% interval, speedup, language, submitted."""
     from rich.table import Table
 
     from kernelrank.cli.render import format_ns
 
     rev = str(board.get("revision") or "")[:12]
-    table = Table(title=f"{board.get('problem')} · {board.get('device')} · revision {rev}")
-    for col in ("rank", "user", "score", "speedup", "language", "submitted"):
-        table.add_column(col, justify="right" if col in ("rank", "score", "speedup") else "left")
+    table = Table(title=f"{board.get('problem')} · {board.get('device')} · revision {rev}",
+                  caption="= tied: its 95% interval overlaps the one above")
+    for col in ("rank", "user", "score", "95% interval", "speedup", "language", "submitted"):
+        table.add_column(col, justify="right" if col in ("rank", "score", "95% interval", "speedup") else "left")
     for row in board.get("rows") or []:
         speedup = row.get("speedup")
-        table.add_row(str(row.get("rank")), str(row.get("user")) + (" [yellow](under review)[/]" if row.get("needs_review") else ""), format_ns(row.get("score_ns")),
+        ci = row.get("score_ci_ns")
+        table.add_row(("= " if row.get("tied") else "") + str(row.get("rank")),
+                      str(row.get("user")) + (" [yellow](under review)[/]" if row.get("needs_review") else ""),
+                      format_ns(row.get("score_ns")),
+                      f"{format_ns(ci[0])} .. {format_ns(ci[1])}" if ci else "-",
                       "-" if speedup is None else f"{speedup:.2f}x", str(row.get("language") or "-"),
                       _when(row.get("submitted_at")))
     return table

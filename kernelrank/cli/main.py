@@ -82,7 +82,6 @@ def eval_command(
                                                          "outcome (status error and a message when it cannot judge).")] = False,
     threads: Annotated[int, typer.Option(help="CPU threads for the kernel (0: all cores).", min=0)] = 0,
     trace_dir: Annotated[Optional[Path], typer.Option(help="Profile mode: where to write the Chrome trace.")] = Path("."),
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-time the reference instead of using cached timings.")] = False,
 ) -> None:
     """Judge FILE on PROBLEM exactly as the service would, on this machine."""
     from kernelrank.cli.render import make_console, result_view
@@ -121,7 +120,6 @@ def eval_command(
     options = EvalOptions(
         threads=threads or settings.cpu_threads,
         scratch_dir=settings.scratch_dir,
-        cache_dir=None if no_cache else settings.cache_dir,
         log_limit=settings.log_limit_bytes,
         trace_dir=trace_dir,
     )

@@ -90,7 +90,8 @@ def problem_detail(problem: Problem) -> Group:
         parts.append(Text(d.contract.notes))
     parts += [tol, budgets, _cases_table("Test cases", d.tests)]
     parts += [_cases_table(f"Benchmark cases ({dev})", d.benchmarks[dev]) for dev in DEVICE_CLASSES]
-    parts.append(Text(f"Ranking: {d.ranking} over benchmark cases of each case's mean time (lower is better)."))
+    parts.append(Text(f"Ranking: {d.ranking} over benchmark cases of each case's time: the reference's (calibrated) "
+                      "time over the case's speedup, timed side by side with the reference (lower is better)."))
     return Group(*parts)
 
 
@@ -112,15 +113,26 @@ def _tests_table(r: EvalResult) -> Table:
 
 def _bench_table(r: EvalResult) -> Table:
     table = Table(title=f"{r.problem} · {r.mode} · {r.device}")
-    for col in ("#", "case", "ok", "runs", "mean", "std", "min", "max", "TFLOP/s", "GB/s", "speedup"):
+    for col in ("#", "case", "ok", "runs", "mean", "std", "min", "max", "TFLOP/s", "GB/s", "ref mean", "speedup",
+                "95% interval", "in calls"):
         table.add_column(col, justify="left" if col in ("case", "ok") else "right")
     for c in r.cases:
         if c.kind != "benchmark":
             continue
         t = c.timing or {}
+        ci = c.speedup_ci
+        if c.interpreted:
+            speedup, interval = "interpreted", "-"
+        else:
+            speedup = "-" if c.speedup is None else f"{c.speedup:.3f}x"
+            interval = f"{ci[0]:.3f} .. {ci[1]:.3f}" if ci else "-"
+            if c.noisy:
+                interval += " [yellow](noisy)[/]"
+        share = (c.pairing or {}).get("timed_share")
         table.add_row(str(c.index), _case_text(c), _ok(c), str(t.get("runs", "")), format_ns(t.get("mean_ns")),
                       format_ns(t.get("std_ns")), format_ns(t.get("min_ns")), format_ns(t.get("max_ns")),
-                      _num(c.tflops), _num(c.gbps), "-" if c.speedup is None else f"{c.speedup:.2f}x")
+                      _num(c.tflops), _num(c.gbps), format_ns(c.ref_mean_ns), speedup, interval,
+                      "-" if share is None else f"{share:.0%}")
     return table
 
 
@@ -143,9 +155,21 @@ def result_view(r: EvalResult) -> Group:
     parts.append(Text.assemble(("verdict: ", "bold"), (r.status.value, style), f"  ({r.problem}, {r.mode}, "
                                f"{r.device}, revision {r.revision[:12]})"))
     if r.score_ns is not None:
-        parts.append(Text(f"score: {format_ns(r.score_ns)} (geometric mean of case means)"))
+        ci = r.score_ci_ns
+        basis = "the calibrated reference" if r.basis == "calibration" else "this run's reference"
+        parts.append(Text(f"score: {format_ns(r.score_ns)}"
+                          + (f" (95% interval {format_ns(ci[0])} .. {format_ns(ci[1])})" if ci else "")
+                          + f": geometric mean over cases of {basis}'s time over the paired speedup"))
     if r.speedup is not None:
-        parts.append(Text(f"speedup over the reference: {r.speedup:.2f}x"))
+        ci = r.speedup_ci
+        parts.append(Text(f"speedup over the reference: {r.speedup:.3f}x"
+                          + (f" (95% interval {ci[0]:.3f} .. {ci[1]:.3f}), timed side by side in this run" if ci else "")))
+    if r.interpreted:
+        parts.append(Text("interpreted: the Triton kernels ran under Triton's interpreter (the CPU has no Triton "
+                          "backend); outputs checked, times not comparable with native code, no score", style="yellow"))
+    if r.noisy:
+        parts.append(Text("too noisy to rank: a case's interval stayed wide after its extra time; measure again",
+                          style="yellow"))
     parts.append(Text(r.message))
     if r.profile:
         parts.append(Panel(Text(r.profile.get("table", "")), title=f"profile: kernels by {r.profile.get('sort_by')}"))

@@ -74,7 +74,7 @@ def _judge(job: dict[str, Any], queue: str, work: Path, kind: str) -> dict[str, 
 
     spec = ProblemSpec.from_message(job["problem"])
     device = device_class(queue)
-    options = EvalOptions(scratch_dir=work / "scratch", cache_dir=work / "refcache",
+    options = EvalOptions(scratch_dir=work / "scratch",
                           secret=job["secret_seed"] if kind == "secret" else None)
     result = evaluate(spec, job["source"], "test", device, options)
     result.mode = job["mode"]
