@@ -52,6 +52,7 @@ import hashlib
 import math
 import secrets
 import statistics
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -270,7 +271,9 @@ class _Evaluation:
         self.limits = options.limits.resolved(device, budgets.compile + budgets.for_mode(mode))
         self.method = "none"
         self._called: set[int] = set()  # children that made their first call
-        self._pool: ThreadPoolExecutor | None = None  # checks a batch's outputs (timed modes)
+        #: prepares a batch's input sets and checks its outputs (timed modes, children frozen)
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
 
     # -- top level ----------------------------------------------------------------------------
     def run(self) -> EvalResult:
@@ -418,8 +421,9 @@ class _Evaluation:
 
     # -- inputs and references ----------------------------------------------------------------
     def _inputs(self, case: Case, seed: int) -> tuple[Any, torch.Tensor]:
-        """A fresh input set and the reference's output on it; ``self.ref_s`` is the time the
-        reference took (seconds, the judge's clock: the base of the calls' deadlines)."""
+        """A fresh input set and the reference's output on it; :attr:`ref_s` is the time the
+        reference took (seconds, the judge's clock: the base of the calls' deadlines). Called in
+        the judge's threads when a batch is prepared (:meth:`_prepare_batch`)."""
         params = dict(case.params, seed=seed)
         data = self.reference.generate_input(device=self.device, **params)
         started = time.perf_counter()
@@ -427,12 +431,27 @@ class _Evaluation:
             ref = self.reference.ref_kernel(data)
         if self.device == "cuda":  # pragma: no cover - GPU-only
             torch.cuda.synchronize()
-        self.ref_s = time.perf_counter() - started
+        self._local.ref_s = time.perf_counter() - started
         return data, ref
+
+    @property
+    def ref_s(self) -> float:
+        """Seconds the last :meth:`_inputs` of this thread took to compute the reference's output."""
+        return float(getattr(self._local, "ref_s", 0.0))
 
     def _place(self, child: SubmissionProcess, data: Any, ref: torch.Tensor) -> dict[str, Any]:
         """Write an input set into the child's shared slots (it is frozen) with room for an output
-        up to twice the reference's size; the layout for ``go``."""
+        up to twice the reference's size; the layout for ``go``.
+
+        The data path, whatever the device: input sets and expected outputs are made by the judge
+        on the run's device before a batch (:meth:`_prepare_batch`); each is placed in each
+        child's slots right before that child's call (:meth:`SubmissionProcess.arena`'s ``place``,
+        while the child is frozen), the output is read back from the child's slot or memory while
+        it is frozen (``read_output``, a tensor on the judge's side of the slots) and checked
+        against the expected output after the batch, where that lives. On the CPU the slots are a
+        shared memory file; on CUDA the same two calls are to place into and read from device
+        memory shared with the child through CUDA IPC (the GPU change), so no tensor data
+        crosses the host or the socket."""
         return child.arena.place(data, 2 * _nbytes(ref))
 
     def _check(self, reply: dict[str, Any], out: torch.Tensor | None, ref: torch.Tensor,
@@ -598,8 +617,8 @@ class _Evaluation:
                 r.noisy = noisy
                 return paired
             t0 = time.monotonic()
-            sets = [self._prepare(case, seed(number + 1 + j))
-                    for j in range(self._batch_size(paired, first, budget_s * timing.cap - spent))]
+            k = self._batch_size(paired, first, budget_s * timing.cap - spent)
+            sets = self._prepare_batch(case, [seed(number + 1 + j) for j in range(k)])
             t1 = time.monotonic()
             outputs: list[tuple[int, dict[str, Any], torch.Tensor | None, torch.Tensor]] = []
             for s in sets:
@@ -643,6 +662,22 @@ class _Evaluation:
         """A fresh input set and its expected output (:meth:`_inputs`)."""
         data, expected = self._inputs(case, seed)
         return _Set(data, expected, self.ref_s, _nbytes(data) + 2 * _nbytes(expected))
+
+    def _prepare_batch(self, case: Case, seeds: list[int]) -> list[_Set]:
+        """The input sets of a batch, prepared in the judge's threads (one per CPU: both children
+        are frozen meanwhile, and each set is its own work). A reference that draws from torch's
+        global generator (KernelBench's ``get_inputs`` under ``manual_seed``) may then get inputs
+        that are not exactly those of their seed: still fresh and random, and each expected output
+        is computed from its own inputs (its model, built under its own seed, is built on the
+        case's first input set, which is prepared alone before any batch)."""
+        if len(seeds) < 2 or self.cpus < 2:
+            return [self._prepare(case, s) for s in seeds]
+        return list(self._workers().map(lambda s: self._prepare(case, s), seeds))
+
+    def _workers(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.cpus, thread_name_prefix="kernelrank-judge")
+        return self._pool
 
     def _warm_up(self, paired: _Paired, side: _Side, s: _Set, deadline: float) -> bool:
         """Warm-up calls of one side on the first input set (as many as
@@ -745,9 +780,7 @@ class _Evaluation:
             return self._check(reply, out, expected, figures=False)
 
         if len(outputs) > 1 and self.cpus > 1:
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=self.cpus, thread_name_prefix="kernelrank-check")
-            verdicts = list(self._pool.map(check, outputs))
+            verdicts = list(self._workers().map(check, outputs))
         else:
             verdicts = [check(o) for o in outputs]
         for (number, reply, out, expected), (ok, message, figures) in zip(outputs, verdicts):

@@ -124,8 +124,8 @@ def _bench_table(r: EvalResult) -> Table:
         if c.interpreted:
             speedup, interval = "interpreted", "-"
         else:
-            speedup = "-" if c.speedup is None else f"{c.speedup:.3f}x"
-            interval = f"{ci[0]:.3f} .. {ci[1]:.3f}" if ci else "-"
+            speedup = "-" if c.speedup is None else f"{c.speedup:.2f}x"
+            interval = f"{ci[0]:.2f} .. {ci[1]:.2f}" if ci else "-"
             if c.noisy:
                 interval += " [yellow](noisy)[/]"
         share = (c.pairing or {}).get("timed_share")
@@ -162,8 +162,8 @@ def result_view(r: EvalResult) -> Group:
                           + f": geometric mean over cases of {basis}'s time over the paired speedup"))
     if r.speedup is not None:
         ci = r.speedup_ci
-        parts.append(Text(f"speedup over the reference: {r.speedup:.3f}x"
-                          + (f" (95% interval {ci[0]:.3f} .. {ci[1]:.3f}), timed side by side in this run" if ci else "")))
+        parts.append(Text(f"speedup over the reference: {r.speedup:.2f}x"
+                          + (f" (95% interval {ci[0]:.2f} .. {ci[1]:.2f}), timed side by side in this run" if ci else "")))
     if r.interpreted:
         parts.append(Text("interpreted: the Triton kernels ran under Triton's interpreter (the CPU has no Triton "
                           "backend); outputs checked, times not comparable with native code, no score", style="yellow"))
