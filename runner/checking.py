@@ -126,11 +126,14 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
 
 def _all_finite_close(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> bool:
     """Whether every ``|o - r|`` is within ``atol + rtol * |r|`` made finite (so an infinite
-    ``|o - r|`` never is): six passes over the data. True implies :func:`check_output`'s full
-    rule passes (which also accepts equal infinities and NaN against NaN: those come out False
-    here and take the full path)."""
+    ``|o - r|`` never is): the largest ``|o - r| - bound`` is at most 0, in eight passes over the
+    data with no boolean tensor (``Tensor.all`` on one took 20 ms for 4M values here, ``amax`` of
+    the floats 0.6 ms). A NaN anywhere makes the maximum NaN, so False. True implies
+    :func:`check_output`'s full rule passes (which also accepts equal infinities and NaN against
+    NaN: those come out False here and take the full path)."""
     bound = r.abs().mul_(rtol).add_(atol).clamp_(max=torch.finfo(r.dtype).max)
-    return bool(o.sub(r).abs_().le_(bound).all())
+    worst = float(o.sub(r).abs_().sub_(bound).amax())
+    return worst <= 0.0
 
 
 def _name(dtype: torch.dtype) -> str:

@@ -617,7 +617,7 @@ class _Evaluation:
                 r.noisy = noisy
                 return paired
             t0 = time.monotonic()
-            k = self._batch_size(paired, first, budget_s * timing.cap - spent)
+            k = self._batch_size(paired, first, (budget_s if spent < budget_s else budget_s * timing.cap) - spent)
             sets = self._prepare_batch(case, [seed(number + 1 + j) for j in range(k)])
             t1 = time.monotonic()
             outputs: list[tuple[int, dict[str, Any], torch.Tensor | None, torch.Tensor]] = []
@@ -651,7 +651,8 @@ class _Evaluation:
 
     def _batch_size(self, paired: _Paired, first: _Set, left_s: float) -> int:
         """Input sets to prepare for the next batch: what :data:`BATCH_BYTES` holds, at most
-        :data:`MAX_BATCH`, and no more than the time left seems to hold (from the pairs so far)."""
+        :data:`MAX_BATCH`, and no more than the time left (of the budget, or of the extra time
+        once the budget is spent) seems to hold, from the pairs so far."""
         by_memory = max(1, BATCH_BYTES // max(1, first.nbytes))
         done = len(paired.sub.claims)
         spent = paired.prep_s + paired.timed_s + paired.check_s
