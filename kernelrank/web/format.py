@@ -29,7 +29,7 @@ def speedup(value: float | None) -> str:
 
 def rate(value: float | None, unit: str) -> str:
     """An achieved rate (``TFLOP/s`` or ``GB/s``) with 3 significant digits; ``"—"`` when unknown."""
-    if value is None or not math.isfinite(value):
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
         return "—"
     return f"{value:.3g} {unit}"
 
