@@ -113,8 +113,8 @@ def _tests_table(r: EvalResult) -> Table:
 
 def _bench_table(r: EvalResult) -> Table:
     table = Table(title=f"{r.problem} · {r.mode} · {r.device}")
-    for col in ("#", "case", "ok", "runs", "mean", "std", "min", "max", "TFLOP/s", "GB/s", "ref mean", "speedup",
-                "95% interval", "in calls"):
+    for col in ("#", "case", "ok", "runs", "mean", "std", "min", "max", "TFLOP/s", "GB/s", "ref mean",
+                "speedup (95%)", "in calls"):
         table.add_column(col, justify="left" if col in ("case", "ok") else "right")
     for c in r.cases:
         if c.kind != "benchmark":
@@ -122,16 +122,15 @@ def _bench_table(r: EvalResult) -> Table:
         t = c.timing or {}
         ci = c.speedup_ci
         if c.interpreted:
-            speedup, interval = "interpreted", "-"
+            speedup = "interpreted"
         else:
             speedup = "-" if c.speedup is None else f"{c.speedup:.2f}x"
-            interval = f"{ci[0]:.2f} .. {ci[1]:.2f}" if ci else "-"
-            if c.noisy:
-                interval += " [yellow](noisy)[/]"
+            speedup += f" ({ci[0]:.2f}-{ci[1]:.2f})" if ci else ""
+            speedup += " [yellow]noisy[/]" if c.noisy else ""
         share = (c.pairing or {}).get("timed_share")
         table.add_row(str(c.index), _case_text(c), _ok(c), str(t.get("runs", "")), format_ns(t.get("mean_ns")),
                       format_ns(t.get("std_ns")), format_ns(t.get("min_ns")), format_ns(t.get("max_ns")),
-                      _num(c.tflops), _num(c.gbps), format_ns(c.ref_mean_ns), speedup, interval,
+                      _num(c.tflops), _num(c.gbps), format_ns(c.ref_mean_ns), speedup,
                       "-" if share is None else f"{share:.0%}")
     return table
 
