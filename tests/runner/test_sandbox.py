@@ -256,9 +256,12 @@ def test_a_retaken_tripwire_record_is_still_rejected(double, options) -> None:
 
 
 def test_speedup_beyond_the_bound_needs_review(double, options) -> None:
-    """A reference made 20 ms slower: the submission's speedup is far beyond a bound of 2x."""
+    """A reference made 20 ms slower (busy, as a kernel is): the submission's speedup is far
+    beyond a bound of 2x."""
     slow_reference = double.spec().reference_source.replace(
-        '    return data[0] * 2\n', '    import time\n    time.sleep(0.02)\n    return data[0] * 2\n')
+        '    return data[0] * 2\n',
+        '    import time\n    end = time.perf_counter() + 0.02\n    while time.perf_counter() < end:\n        pass\n'
+        '    return data[0] * 2\n')
     assert slow_reference != double.spec().reference_source
     definition = double.definition.model_copy(update={"review_speedup": 2.0})
     spec = double.spec().__class__(definition, slow_reference, "slow-reference")

@@ -177,11 +177,11 @@ def test_judged_times_keep_honest_claims_and_replace_short_ones() -> None:
 
 
 def test_wall_check_rejects_a_gross_lie_and_passes_honest_noise() -> None:
-    honest = [1_000_000 + 10_000 * (i % 3) for i in range(40)]
+    honest = [3_000_000 + 10_000 * (i % 3) for i in range(40)]
     windows = [c + 80_000 + (5_000_000 if i % 7 == 0 else 0) for i, c in enumerate(honest)]  # load bursts
     ok = stats.wall_check(honest, windows, [c + 50_000 for c in honest], 80_000, 50_000)
     assert ok["passed"] and ok["replaced_requests"] == 6
-    claims = [c // 1000 for c in honest]  # a clock running 1000x slow, the calling thread doing the work
+    claims = [c // 1000 for c in honest]  # a clock running 1000x slow, the calling thread doing 3 ms of work
     bad = stats.wall_check(claims, [c + 80_000 for c in honest], [c + 50_000 for c in honest], 80_000, 50_000)
     assert not bad["passed"] and "not supported" in bad["message"]
     # the same windows from a child that waited for a core (little CPU time): load, not a lie

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelrank.runner import stats
 from kernelrank.runner.harness import EvalOptions, evaluate
 from kernelrank.runner.results import Status
 from tests.conftest import submission
@@ -147,9 +148,18 @@ def test_leaderboard_scores_and_checks_every_call(double, options) -> None:
 
 
 def test_escaping_the_timed_region_is_rejected(double, options) -> None:
+    """30 ms of busy work per call outside the claimed interval. Each call counts for the judge's
+    window anyway, so the lie gains nothing; and where the calling thread's CPU time shows the work
+    (any machine not so busy that the claims themselves are mostly waiting), it is rejected."""
     r = _run(double, "untimed_work.py", options, mode="benchmark")
-    assert r.status is Status.rejected, r.message
-    assert "wall clock" in r.message
+    if r.status is Status.rejected:
+        assert "wall clock" in r.message
+        return
+    assert r.status is Status.passed, r.message
+    bench = [c for c in r.cases if c.kind == "benchmark"]
+    assert all(c.wall_check["main_unexplained_low_ns"] < 2 * stats.MAIN_OVERHEAD_FLOOR_NS for c in bench), \
+        "the CPU time showed the work, yet the lie was not rejected"
+    assert r.speedup_ci[1] < 1.0, r.speedup_ci  # the reference's ~0.1 ms calls against 30 ms and more
 
 
 def test_profile_mode_gives_table_and_trace(double, options) -> None:
