@@ -124,7 +124,9 @@ class RunPublic(BaseModel):
     kind: RunKind
     attempt: int = Field(default=1, description="The evaluation attempt it belongs to (a requeue starts a new one).")
     status: Verdict
-    score_ns: float | None = Field(description="Geometric mean over benchmark cases of the mean time (ns).")
+    score_ns: float | None = Field(description=(
+        "Geometric mean over benchmark cases of each case's time (ns): this run's reference time over the paired "
+        "speedup. The submission's ``score_ns`` is the same re-based on the board's calibration."))
     result: dict[str, Any] = Field(description="The harness's result (cases, timings); details for the owner only.")
 
 
@@ -142,8 +144,12 @@ class SubmissionPublic(_UtcTimes):
     language: str
     status: SubmissionStatus = Field(description=", ".join(STATUSES) + ".")
     message: str
-    score_ns: float | None
-    speedup: float | None
+    score_ns: float | None = Field(description=(
+        "Ranked submissions: the geometric mean over benchmark cases of the board's calibrated reference time over "
+        "the case's paired speedup (ns), lower is better."))
+    score_ci_ns: list[float] | None = Field(default=None, description="The score's 95% interval [low, high] (ns).")
+    speedup: float | None = Field(description="Geometric mean over cases of the paired speedup over the reference.")
+    speedup_ci: list[float] | None = Field(default=None, description="The speedup's 95% interval [low, high].")
     ranked: bool
     created_at: dt.datetime
     started_at: dt.datetime | None
@@ -169,8 +175,14 @@ class LeaderboardRowPublic(_UtcTimes):
     rank: int
     user: str
     submission_id: int
-    score_ns: float = Field(description="Lower is better.")
-    speedup: float | None = Field(description="Reference time over submission time (geometric means).")
+    score_ns: float = Field(description=(
+        "Lower is better: the geometric mean over benchmark cases of the board's calibrated reference time over the "
+        "case's speedup, measured side by side with the reference in one run (ns)."))
+    score_ci_ns: list[float] | None = Field(default=None, description=(
+        "The score's 95% interval [low, high] (ns); null for results measured before intervals were kept."))
+    tied: bool = Field(default=False, description=(
+        "Cannot be told apart from the entry above: their intervals overlap."))
+    speedup: float | None = Field(description="Geometric mean over cases of the paired speedup over the reference.")
     language: str
     submitted_at: dt.datetime
     needs_review: bool = Field(default=False, description="Marked for an admin's review: a speedup beyond the "

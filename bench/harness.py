@@ -1,24 +1,33 @@
-"""Figures of the harness itself, printed (never asserted): run on an idle machine.
+"""Figures of the harness itself, printed (never asserted), at idle and with a CPU hog on one core.
 
 1. Wall time of a ``test``-mode eval of the softmax examples (process start, load, every test case).
 2. Accuracy of the timer: the harness's mean for the reference softmax against
    ``torch.utils.benchmark.Timer`` (``blocked_autorange``, same threads) on the same case and input.
    Target ratio 0.95 to 1.05.
-3. Repeatability: max/min of five leaderboard scores of one submission. Target under 1.05.
-4. The machine's own floor for figure 3: the same submission's five scores taken in this process
-   without the harness (no child, no judge, inputs made between calls), each case timed for its
-   leaderboard budget. A harness cannot be steadier than the machine it times on.
+3. Per condition (idle; ``bench/cpu_hog.py`` spinning on one CPU), ``--repeats`` leaderboard runs
+   of one file (``--example``, default softmax ``correct_pytorch``) and of a kernel identical to
+   the reference (``bench/kernels/softmax_identical.py``):
 
-Usage: ``python bench/harness.py [--case M,N,dtype] [--repeats 5] [--example correct_pytorch]``
+   - max/min of the file's five scores, each its paired speedup re-based on a calibration made as
+     the service makes it (per case, the median of the runs' reference times): goals < 1.03 idle,
+     < 1.10 with the hog;
+   - the identical kernel's speedup per run, with its 95% interval: goal 0.95 to 1.05;
+   - per case: pairs, the share of the case's wall time inside timed calls (goal >= 50%), where the
+     rest went, and the half width of the speedup's interval.
+
+Usage: ``python bench/harness.py [--repeats 5] [--example correct_pytorch] [--conditions idle,hog]
+[--skip-basics]``
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import contextlib
+import math
 import os
 import platform
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,14 +35,18 @@ from pathlib import Path
 import torch
 from torch.utils import benchmark
 
-from kernelrank.problems import Case, load_problem
-from kernelrank.runner.child import steady_allocator
-from kernelrank.runner.devices import cpu_threads, device_info
-from kernelrank.runner.harness import EvalOptions, evaluate, reference_submission
-from kernelrank.runner.timing import geometric_mean
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+from cpu_hog import hog  # noqa: E402
+
+from kernelrank.problems import Case, load_problem  # noqa: E402
+from kernelrank.runner.devices import cpu_threads, device_info  # noqa: E402
+from kernelrank.runner.harness import EvalOptions, evaluate, reference_submission  # noqa: E402
+from kernelrank.runner.stats import geometric_mean  # noqa: E402
+
 EXAMPLES = ROOT / "reference_kernels" / "softmax" / "examples"
+IDENTICAL = ROOT / "bench" / "kernels" / "softmax_identical.py"
 
 
 def _one_case_spec(spec, case: Case, mode_budget_s: float):
@@ -61,64 +74,80 @@ def timer_agreement(spec, case: Case, options: EvalOptions, threads: int) -> Non
     one = _one_case_spec(spec, case, 5.0)
     r = evaluate(one, reference_submission(one), "benchmark", "cpu", options)
     bench = [c for c in r.cases if c.kind == "benchmark"][0]
-    harness_mean = bench.timing["mean_ns"]
+    harness_mean = bench.ref_timing["mean_ns"]
     ref = spec.reference_module()
     data = ref.generate_input(device="cpu", **case.params)
     t = benchmark.Timer("ref_kernel(data)", globals={"ref_kernel": ref.ref_kernel, "data": data},
                         num_threads=threads).blocked_autorange(min_run_time=3.0)
     ratio = harness_mean / (t.mean * 1e9)
-    w = bench.wall_check
-    print(f"   harness mean {harness_mean / 1e3:10.2f} µs over {bench.timing['runs']} runs "
-          f"(median {bench.timing['median_ns'] / 1e3:.2f} µs; claimed mean {w['claimed_mean_ns'] / 1e3:.2f} µs, "
-          f"judge's overhead {w['overhead_ns'] / 1e3:.1f} µs, {w['replaced_requests']} of {w['requests']} requests at the judge's figure)")
-    print(f"   Timer   mean {t.mean * 1e6:10.2f} µs over {t.number_per_run * len(t.raw_times)} calls "
+    print(f"   harness: the reference's mean {harness_mean / 1e3:10.2f} µs over {bench.ref_timing['runs']} calls on "
+          f"fresh inputs (median {bench.ref_timing['median_ns'] / 1e3:.2f} µs)")
+    print(f"   Timer   mean {t.mean * 1e6:10.2f} µs over {t.number_per_run * len(t.raw_times)} calls on one input "
           f"(median {t.median * 1e6:.2f} µs)")
     print(f"   ratio harness/Timer = {ratio:.3f}   (target 0.95 .. 1.05)")
 
 
-def repeatability(spec, options: EvalOptions, example: str, repeats: int) -> None:
-    print(f"\n3. {repeats} leaderboard scores of softmax/{example}")
-    src = (EXAMPLES / f"{example}.py").read_text()
-    scores = []
-    for i in range(repeats):
+def _runs(spec, path: Path, options: EvalOptions, repeats: int) -> list:
+    src = path.read_text()
+    out = []
+    for _ in range(repeats):
         t0 = time.perf_counter()
         r = evaluate(spec, src, "leaderboard", "cpu", options)
-        scores.append(r.score_ns)
-        cases = " ".join(f"{c.timing['mean_ns'] / 1e3:.0f}/{c.timing['runs']}" for c in r.cases if c.kind == "benchmark")
-        print(f"   run {i + 1}: {r.status.value:7s} score {r.score_ns / 1e3:10.2f} µs  ({time.perf_counter() - t0:5.1f} s)"
-              f"  case mean µs/runs: {cases}")
-    print(f"   max/min = {max(scores) / min(scores):.3f}   (target < 1.05)")
+        r.duration_s = time.perf_counter() - t0
+        out.append(r)
+    return out
 
 
-def machine_floor(spec, example: str, repeats: int, threads: int) -> None:
-    print(f"\n4. the machine's floor: {repeats} scores of softmax/{example} timed in this process, no harness")
-    loaded = importlib.util.spec_from_file_location("floor_example", EXAMPLES / f"{example}.py")
-    module = importlib.util.module_from_spec(loaded)
-    loaded.loader.exec_module(module)
-    ref = spec.reference_module()
-    cases = spec.definition.benchmark_cases("cpu")
-    budget_s = spec.definition.timing["cpu"].leaderboard
-    torch.set_num_threads(threads)
-    steady_allocator()
-    scores = []
-    for i in range(repeats):
-        means: list[float] = []
-        calls: list[int] = []
-        for case in cases:
-            times: list[int] = []
-            end = time.monotonic() + budget_s
-            while time.monotonic() < end:  # a new input set before every call, as leaderboard mode
-                data = ref.generate_input(device="cpu", **dict(case.params, seed=case.seed * 10_000 + len(times)))
-                t0 = time.perf_counter_ns()
-                out = module.custom_kernel(data)
-                times.append(time.perf_counter_ns() - t0)
-                assert out is not None  # freed here, after the clock stopped
-            means.append(statistics.fmean(times))
-            calls.append(len(times))
-        scores.append(geometric_mean(means))
-        print(f"   run {i + 1}: score {scores[-1] / 1e3:10.2f} µs  case mean µs/calls: "
-              + " ".join(f"{m / 1e3:.0f}/{n}" for m, n in zip(means, calls)))
-    print(f"   max/min = {max(scores) / min(scores):.3f}   (no harness: what this machine allows figure 3)")
+def _cases_line(r) -> str:
+    parts = []
+    for c in (c for c in r.cases if c.kind == "benchmark"):
+        p = c.pairing or {}
+        parts.append(f"{p.get('pairs', 0)} pairs, in calls {p.get('timed_share', 0):.0%}, ±{p.get('half_width', math.inf):.1%}")
+    return "; ".join(parts)
+
+
+def condition(spec, options: EvalOptions, example: Path, repeats: int, label: str) -> None:
+    print(f"\n3. {label} (load average {os.getloadavg()[0]:.2f}): {repeats} leaderboard runs each")
+    runs = _runs(spec, example, options, repeats)
+    passed = [r for r in runs if r.passed and r.speedup]
+    cases = len(spec.definition.benchmark_cases("cpu"))
+    calibration = [statistics.median(r.cases[len(spec.definition.tests) + i].pairing["reference_run_ns"]
+                                     for r in passed) for i in range(cases)] if passed else []
+    basis = geometric_mean(calibration) if calibration else math.nan
+    print(f"   {example.relative_to(ROOT)} (calibration: per case the median of these runs' reference times, "
+          f"geometric mean {basis / 1e3:.1f} µs)")
+    for i, r in enumerate(runs):
+        if not (r.passed and r.speedup):
+            print(f"   run {i + 1}: {r.status.value}: {r.message[:200]}")
+            continue
+        lo, hi = r.speedup_ci
+        print(f"   run {i + 1}: score {basis / r.speedup / 1e3:9.1f} µs  speedup {r.speedup:.3f} ({lo:.3f} .. {hi:.3f})"
+              f"{' NOISY' if r.noisy else ''}  {r.duration_s:5.1f} s   {_cases_line(r)}")
+    if len(passed) > 1:
+        scores = [basis / r.speedup for r in passed]
+        print(f"   max/min of the scores = {max(scores) / min(scores):.3f}   (goal < 1.03 idle, < 1.10 loaded)")
+    same = _runs(spec, IDENTICAL, options, repeats)
+    print(f"   {IDENTICAL.relative_to(ROOT)} (identical to the reference: speedup 1 by construction)")
+    for i, r in enumerate(same):
+        if not (r.passed and r.speedup):
+            print(f"   run {i + 1}: {r.status.value}: {r.message[:200]}")
+            continue
+        lo, hi = r.speedup_ci
+        print(f"   run {i + 1}: speedup {r.speedup:.3f} ({lo:.3f} .. {hi:.3f}){' NOISY' if r.noisy else ''}  "
+              f"{r.duration_s:5.1f} s   {_cases_line(r)}")
+    ok = [r.speedup for r in same if r.passed and r.speedup]
+    if ok:
+        print(f"   speedups {min(ok):.3f} .. {max(ok):.3f}   (goal 0.95 .. 1.05)")
+    shares = [c.pairing["timed_share"] for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
+    if shares:
+        print(f"   share of a case's wall time inside timed calls: median {statistics.median(shares):.0%}, "
+              f"{min(shares):.0%} .. {max(shares):.0%} (goal >= 50%)")
+    walls = [(c.pairing["prepare_s"], c.pairing["timed_phase_s"], c.pairing["check_s"], c.pairing["wall_s"])
+             for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
+    if walls:
+        p, t, k, w = (sum(x[i] for x in walls) for i in range(4))
+        print(f"   where a case's wall time went: preparing inputs and expected outputs {p / w:.0%}, the timed "
+              f"phase (placing, calls, reading) {t / w:.0%}, checking {k / w:.0%}, warm-up and the rest {1 - (p + t + k) / w:.0%}")
 
 
 def main() -> None:
@@ -126,6 +155,8 @@ def main() -> None:
     parser.add_argument("--case", default="4096,1024,float32", help="M,N,dtype for the Timer comparison")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--example", default="correct_pytorch")
+    parser.add_argument("--conditions", default="idle,hog", help="idle, hog, or both (comma-separated)")
+    parser.add_argument("--skip-basics", action="store_true", help="leave out figures 1 and 2")
     args = parser.parse_args()
     threads = cpu_threads(0)
     info = device_info("cpu", threads)
@@ -135,11 +166,14 @@ def main() -> None:
     m, n, dtype = args.case.split(",")
     case = Case(M=int(m), N=int(n), dtype=dtype, seed=4242)
     with tempfile.TemporaryDirectory() as tmp:
-        options = EvalOptions(threads=threads, scratch_dir=Path(tmp) / "scratch", cache_dir=Path(tmp) / "cache")
-        test_mode_wall_time(spec, options)
-        timer_agreement(spec, case, options, threads)
-        repeatability(spec, options, args.example, args.repeats)
-    machine_floor(spec, args.example, args.repeats, threads)
+        options = EvalOptions(threads=threads, scratch_dir=Path(tmp) / "scratch")
+        if not args.skip_basics:
+            test_mode_wall_time(spec, options)
+            timer_agreement(spec, case, options, threads)
+        for name in args.conditions.split(","):
+            with hog() if name == "hog" else contextlib.nullcontext():
+                label = "with bench/cpu_hog.py spinning on one CPU" if name == "hog" else "idle (no hog of ours)"
+                condition(spec, options, EXAMPLES / f"{args.example}.py", args.repeats, label)
     torch.set_num_threads(threads)
 
 

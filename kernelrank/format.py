@@ -146,6 +146,26 @@ def speedup(value: float | None) -> str:
     return MISSING if x is None else f"{significant(x)}×"
 
 
+def interval(value: Sequence[float | str | None] | None, kind: str = "duration") -> str:
+    """A 95% interval ``[low, high]``: of times given in ns (``kind="duration"``), in the unit of
+    the high end (``"4.51–4.63 ms"``), or of speedups (``kind="speedup"``, ``"0.980–1.05×"``). An
+    end that is not finite (stored results write infinity as ``"Infinity"``) reads ``"∞"``;
+    :data:`MISSING` when there is no interval or its low end is unknown."""
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return MISSING
+    low = _finite(value[0])
+    if low is None:
+        return MISSING
+    high = _finite(value[1])
+    if kind == "speedup":
+        return f"{significant(low)}–{significant(high) if high is not None else '∞'}×"
+    if high is None:
+        return f"{duration(low)}–∞"
+    top, unit = _scaled(high, TIME_UNITS)
+    scale = dict(TIME_UNITS)[unit]
+    return f"{significant(low / scale)}–{top} {unit}"
+
+
 def share(fraction: float | None) -> str:
     """A share of a ceiling (``0.452``) as a percentage: ``"45.2%"``; :data:`MISSING` when unknown."""
     x = _finite(fraction)

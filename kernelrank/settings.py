@@ -27,8 +27,6 @@ class Settings(BaseSettings):
 
     problems_dir: Path = PROJECT_ROOT / "problems"
     reference_kernels_dir: Path = PROJECT_ROOT / "reference_kernels"
-    #: Reference timings (speedup denominators) and other derived, safe-to-delete data.
-    cache_dir: Path = Field(default_factory=lambda: Path(os.path.expanduser("~/.cache/kernelrank")))
     #: Parent folder of the per-evaluation working folders given to submitted code.
     scratch_dir: Path | None = None
     #: Intra-op threads for submitted code and the reference on the CPU device; 0 = all cores.

@@ -45,7 +45,8 @@ class CheckResult:
         return asdict(self)
 
 
-def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_device: str | None = None) -> CheckResult:
+def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_device: str | None = None,
+                 figures: bool = True) -> CheckResult:
     """Compare ``out`` to ``ref``.
 
     Args:
@@ -54,6 +55,9 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
         atol, rtol: the problem's tolerance for ``ref.dtype``.
         out_device: the device the submission's output was on, when ``out`` was moved to the
             judge over the channel (its ``.device`` is then the judge's, not the submission's).
+        figures: ``False``: a passing output's error figures are not computed (``None``): the
+            verdict is the same, in about half the passes over the data (timed calls' outputs,
+            whose figures are not kept). A failing output always gets its figures.
     """
     if type(out) is not torch.Tensor:  # noqa: E721 - exact type: subclasses can defer work into the checker
         return CheckResult(False, f"output must be a plain torch.Tensor, got {type(out).__module__}.{type(out).__qualname__}")
@@ -71,6 +75,9 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
     numel = r.numel()
     if numel == 0:
         return CheckResult(True, "ok", 0.0, 0.0, 0, 0)
+
+    if not figures and _all_finite_close(o, r, atol, rtol):
+        return CheckResult(True, "ok", None, None, 0, numel)
 
     # torch.isclose's rule (equal_nan=True: close where |o - r| is finite and within atol +
     # rtol * |r|, or o == r, or both NaN) in fewer passes over the data and no boolean-mask gathers.
@@ -115,6 +122,18 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
         f"first mismatch at {index}: got {got!r}, expected {want!r}"
     )
     return CheckResult(False, message, max_abs, max_rel, mismatches, numel, index, nan_mismatches, inf_mismatches)
+
+
+def _all_finite_close(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float) -> bool:
+    """Whether every ``|o - r|`` is within ``atol + rtol * |r|`` made finite (so an infinite
+    ``|o - r|`` never is): the largest ``|o - r| - bound`` is at most 0, in eight passes over the
+    data with no boolean tensor (``Tensor.all`` on one took 20 ms for 4M values here, ``amax`` of
+    the floats 0.6 ms). A NaN anywhere makes the maximum NaN, so False. True implies
+    :func:`check_output`'s full rule passes (which also accepts equal infinities and NaN against
+    NaN: those come out False here and take the full path)."""
+    bound = r.abs().mul_(rtol).add_(atol).clamp_(max=torch.finfo(r.dtype).max)
+    worst = float(o.sub(r).abs_().sub_(bound).amax())
+    return worst <= 0.0
 
 
 def _name(dtype: torch.dtype) -> str:

@@ -143,6 +143,8 @@ class Worker:
         self.previous = PreviousOutput()
         self.slots: Any = None
         self.calls = 0
+        #: launches of Triton kernels under Triton's interpreter so far (:meth:`_interpreted_launches`)
+        self.interpreted = 0
         if slots_fd >= 0:
             from kernelrank.runner.slots import CudaIpc, Mapping
 
@@ -227,6 +229,7 @@ class Worker:
         alias: str | None = None
         out: Any = None
         repeat = max(1, int(msg.get("repeat", 1)))
+        launches = self._interpreted_launches()
         if msg.get("graph") and hasattr(self.timer, "time_graph"):  # pragma: no cover - GPU-only: CUDA graphs
             # [issue 16] the problem's timing.cuda.cuda_graph: the calls captured in one graph, launched once
             self.calls += repeat
@@ -240,8 +243,9 @@ class Worker:
             times.append(ns)
             alias = alias or _alias(out, inputs, self.previous, self.calls)
             self.previous.track(out)
+        interpreted = self._interpreted_launches() > launches
         reply = {"ok": True, "times_ns": times, **self.slots.put_output(out, bool(msg.get("direct"))),
-                 **({"alias": alias} if alias else {})}
+                 **({"alias": alias} if alias else {}), **({"interpreted": True} if interpreted else {})}
         del out, data
         return reply
 
@@ -283,6 +287,28 @@ class Worker:
         return {"ok": True, "proton": "proton.hatchet"}
 
     # -- helpers ------------------------------------------------------------------------------
+    def _interpreted_launches(self) -> int:
+        """Triton kernel launches run by Triton's interpreter so far (``TRITON_INTERPRET=1``, the
+        CPU device). Counts from the first request after the submission imported Triton: a
+        wrapper around the interpreter's launcher (``GridExecutor.__call__``) is installed then.
+        The judge shows such times as interpreted and never ranks them (a submission gains
+        nothing by hiding it: interpreted calls are slower than any native code)."""
+        module = sys.modules.get("triton.runtime.interpreter")
+        launcher = getattr(module, "GridExecutor", None)
+        if launcher is None:
+            return self.interpreted
+        call = launcher.__call__
+        if not getattr(call, "_kernelrank_counted", False):
+            worker = self
+
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                worker.interpreted += 1
+                return call(*args, **kwargs)
+
+            counted._kernelrank_counted = True  # type: ignore[attr-defined]
+            launcher.__call__ = counted
+        return self.interpreted
+
     def _snapshot(self, out: Any) -> dict[str, Any]:
         """What the judge needs to check an output: for a plain tensor, a host copy taken now;
         otherwise only the name of its type (which fails the check)."""

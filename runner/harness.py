@@ -1,48 +1,61 @@
 """The harness: one judge for every problem, mode and device.
 
-:func:`evaluate` is the only place where a verdict or a time is decided. The judge (this process)
+:func:`evaluate` is the only place where a verdict or a time is decided; the numbers it decides
+with come from :mod:`~kernelrank.runner.stats` (pure functions, tested on recorded timings): this
+module only orchestrates. The judge (this process)
 
 1. loads the problem's reference (trusted) and starts a :class:`SubmissionProcess` for the
    submitted code, bounded by the problem's compile budget while it loads and builds;
-2. for each case creates the inputs itself (in leaderboard mode from seeds derived from a secret
-   the child never sees), computes the reference output, keeps its pristine copy and sends the
-   child a copy over the private channel;
-3. checks every returned output itself (:func:`~kernelrank.runner.checking.check_output`);
-4. in timed modes stages the inputs, then sends each timed call as its own data-free request,
-   so its own clock around the call (the *window*) holds only the call and a fixed overhead the
-   reference calibrates; each call counts for the child's claim or the window less that overhead,
-   whichever is longer (:func:`judged_times`, :func:`_wall_check`); summarises the times
-   (:func:`~kernelrank.runner.timing.summarize`) and compares with the reference, timed by this
-   same code on the same device (cached);
-5. turns every crash, exit, hang, compile failure or protocol breach into a verdict, kills every
-   process of the child's sandbox and removes its folder.
+2. checks every test case's output itself (:func:`~kernelrank.runner.checking.check_output`)
+   against the reference it computes;
+3. in timed modes (benchmark, leaderboard) starts a second child that runs the reference *as a
+   submission* (:func:`reference_submission`: same protocol, same kind of process, same
+   containment) and times the two **in pairs**: per benchmark case, batches of fresh input sets and
+   their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
+   the children never see); then, per set, the submission and the reference are each called once
+   on it, in alternating order, each placed in its own shared slots while both are frozen, each
+   thawed only for its own call (so neither can run while the other is timed); then every output
+   of the batch is checked. Each call counts for its claim or the judge's window less the
+   reference's overhead (:func:`~kernelrank.runner.stats.judged_times`); each pair gives a ratio,
+   and the case's speedup and its 95% interval come from those ratios
+   (:func:`~kernelrank.runner.stats.paired_speedup`); a case is timed until the stop rule says
+   (:func:`~kernelrank.runner.stats.stop_rule`: precise enough, budget spent, or still too noisy
+   at the cap). The case's time is the reference time (the service's calibration for the
+   revision and device queue, or this run's) divided by its speedup; the score is their
+   geometric mean;
+4. turns every crash, exit, hang, compile failure or protocol breach into a verdict, kills every
+   process of the children's sandboxes and removes their folders.
 
 Countermeasures beyond checking values (each ends the run with a reason):
 
-- the child runs isolated (:mod:`~kernelrank.runner.isolation`): no network, a read-only view of
-  the system, an unprivileged user, resource limits; the isolation in force, measured from
-  ``/proc``, is recorded in the result, and ``require_network_isolation`` refuses to run submitted
-  code where the network cannot be cut;
+- the child runs isolated (:mod:`~kernelrank.runner.isolation`) and contained
+  (:mod:`~kernelrank.runner.cgroups`: frozen outside its own requests); the isolation in force,
+  measured from ``/proc``, is recorded in the result, and ``require_network_isolation`` refuses to
+  run submitted code where the network cannot be cut;
 - an output sharing memory with an input or with the previous call's output fails its case;
-- threads or processes started by a call and still running when it returns, and functions the
-  child's harness relies on found replaced (a tripwire inside the child, see
-  :mod:`~kernelrank.runner.integrity`), reject the run;
+- functions the child's harness relies on found replaced (a tripwire inside the child, see
+  :mod:`~kernelrank.runner.integrity`), or claims the judge's clock cannot support
+  (:func:`~kernelrank.runner.stats.wall_check`), reject the run;
 - a speedup over the reference beyond the problem's ``review_speedup`` marks a passing result
   ``needs_review`` for an administrator.
 
 Modes (GPU MODE's): ``test`` checks every test case; ``benchmark`` also times every benchmark case
-on one input set; ``leaderboard`` times with fresh inputs on every call and checks every output,
-and scores the geometric mean over cases of each case's mean time; ``profile`` runs the benchmark
-cases under ``torch.profiler``.
+against the reference, in pairs on fresh inputs; ``leaderboard`` does the same with secret seeds
+and scores the run; ``profile`` runs the benchmark cases under ``torch.profiler``. Triton kernels
+run under Triton's interpreter on the CPU: such a run is judged for correctness, its times are
+marked ``interpreted`` and it gets no score.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import secrets
 import statistics
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -51,60 +64,28 @@ import torch
 
 from kernelrank.format import duration, speedup
 from kernelrank.problems import Case, Mode, ProblemSpec
-from kernelrank.runner import gpuinfo, isolation
+from kernelrank.runner import gpuinfo, isolation, stats
 from kernelrank.runner.checking import check_output
 from kernelrank.runner.child import steady_allocator
 from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.limits import SandboxLimits
-from kernelrank.runner.refcache import ReferenceCache, ReferenceTiming, case_key
 from kernelrank.runner.results import CaseResult, EvalResult, Status
-from kernelrank.runner.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess, tasks_created
+from kernelrank.runner.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
 from kernelrank.runner.slots import SlotError
-from kernelrank.runner.timing import (
-    MAX_RUNS,
-    REL_STDERR,
-    WARMUP_MAX_CALLS,
-    WARMUP_MIN_CALLS,
-    WARMUP_SECONDS,
-    geometric_mean,
-    roofline,
-    should_stop,
-    summarize,
-)
+from kernelrank.runner.timing import WARMUP_MAX_CALLS, WARMUP_MIN_CALLS, WARMUP_SECONDS, roofline
 
 Event = Callable[[dict[str, Any]], None]
 
-#: Judge-side timing. Each timed call is one small request (``go``) carrying no data: the judge's
-#: clock from just before handing it to the socket to the first byte of the answer (the *window*)
-#: holds the call and a fixed overhead (two socket hops, the child's bookkeeping). The reference, whose code
-#: is trusted, calibrates that overhead per case: the :data:`OVERHEAD_QUANTILE` quantile of its
-#: window - claim, low so that load while the reference was timed does not widen it. A submission's
-#: call then counts as ``max(claim, window - overhead - WALL_JITTER_NS)``: a claim shorter than the
-#: judge saw buys at most the jitter allowance.
-WALL_JITTER_NS = 30_000
-OVERHEAD_QUANTILE = 0.1
-#: Largest overhead allowance whatever the reference measured (an idle machine: about 0.1 ms).
-OVERHEAD_CAP_NS = 500_000
-#: A run whose claims leave, on a quarter of its calls or more, more than twice the reference's
-#: overhead plus this much unexplained is rejected outright (a clock that lies grossly).
-WALL_SLACK_NS = 500_000
-#: Quantile of the per-call unexplained time compared with the bound above: load from other
-#: processes inflates some calls' windows, a lie inflates all of them.
-WALL_QUANTILE = 0.25
-#: ... unless the claims still explain this fraction of the windows' total: sustained load
-#: stretches the calls with their windows, a gross lie cannot.
-MIN_EXPLAINED_FRACTION = 0.5
-#: A request during which the child's threads waited for a CPU for more than this share of the
-#: window, while the machine's CPUs did something other than the child and the judge for more than
-#: this share too, was taken by the machine (on a virtual machine: its virtual CPUs descheduled by
-#: the host) and is timed again: measured here, such requests took 3-6x a normal call's window and
-#: five leaderboard scores of one submission varied 1.2x with them counted. A normal request's
-#: waits stay under a third of its window (the judge's own ~1 ms at the window's ends).
-PREEMPTED_SHARE = 0.5
-#: Most requests of a case timed again, as a share of its requests so far (at least
-#: :data:`PREEMPTED_MIN`); further preempted requests count as they are.
-PREEMPTED_MAX_SHARE = 0.25
-PREEMPTED_MIN = 2
+#: Judge memory for one batch of prepared input sets of a case: their inputs and expected outputs,
+#: and the submission's outputs kept until the batch is checked. Sets are prepared before a batch
+#: and checked after it, so between the timed calls of a batch the judge only places inputs and
+#: reads outputs (bench/README.md: what a call costs the judge).
+BATCH_BYTES = 256 * 1024 * 1024
+#: Most input sets per batch (a batch is also cut to what the case's remaining budget holds).
+MAX_BATCH = 8
+#: Calls on fresh inputs per benchmark case, each checked, for a submission whose Triton kernels
+#: ran under the interpreter (it is judged for correctness; its times measure the interpreter).
+INTERPRETED_CALLS = 2
 PROFILE_TABLE_LIMIT = 64 * 1024
 TRACE_FILE_LIMIT = 64 * 1024 * 1024
 #: Largest answer accepted beyond the outputs it should carry (tracebacks, timings, headers); an
@@ -119,7 +100,6 @@ class EvalOptions:
     Args:
         threads: intra-op threads on the CPU device (0: every core this process may use).
         scratch_dir: parent of the child's private working folder (default: system temp).
-        cache_dir: where reference timings are cached (``None``: no cache, time it every run).
         log_limit: bytes kept of the submission's stdout and of its stderr.
         secret: secret mixed into leaderboard seeds; ``None`` draws a fresh random one.
         trace_dir: where profile mode copies the Chrome trace (``None``: not kept).
@@ -135,11 +115,13 @@ class EvalOptions:
         require_containment: refuse (status ``rejected``, nothing of the submission run) when
             the child cannot be put in a cgroup frozen outside its calls
             (:mod:`~kernelrank.runner.cgroups`); runners set it for leaderboard jobs.
+        calibration_ns: per benchmark case of the device, the reference time (ns) the scores of
+            this problem revision and device queue are based on (the service's calibration,
+            ``kernelrank.services.calibration``); ``None``: this run's own reference times.
     """
 
     threads: int = 0
     scratch_dir: Path | None = None
-    cache_dir: Path | None = None
     log_limit: int = 64 * 1024
     secret: int | None = None
     trace_dir: Path | None = None
@@ -149,6 +131,7 @@ class EvalOptions:
     hidden_paths: tuple[Path, ...] = ()
     zygote: Any = None
     require_containment: bool = False
+    calibration_ns: tuple[float, ...] | None = None
 
 
 class _Verdict(Exception):
@@ -200,41 +183,92 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
 
 
 @dataclass
-class _CaseTiming:
-    """Raw figures of one case: the child's claim per timed call, and per ``go`` request (one
-    call in leaderboard mode, a batch of back-to-back calls in benchmark mode) the judge's window
-    and the number of calls it held (ns)."""
+class _Set:
+    """One prepared input set of a case: the inputs, the reference's output on them computed by the
+    judge (the expected output), the seconds that took (the base of the calls' deadlines), and the
+    judge memory the set needs in a batch (inputs, expected output, one output kept)."""
 
-    result: CaseResult
+    data: Any
+    expected: torch.Tensor
+    ref_s: float
+    nbytes: int
+
+
+@dataclass
+class _Side:
+    """One side of a case's pairs, the submission or the reference: per counted call its claim,
+    the judge's window around its ``go`` request and the CPU time of its main thread in that
+    window (ns)."""
+
+    name: str
+    child: SubmissionProcess
     claims: list[int] = field(default_factory=list)
     windows: list[int] = field(default_factory=list)
-    sizes: list[int] = field(default_factory=list)
-    #: per request, CPU time of the child's main thread (which makes the calls) during the window (ns)
     main_cpu: list[int] = field(default_factory=list)
-    #: requests left out because the machine took the CPU from the child (:func:`preempted`)
-    preempted: int = 0
-
-    def may_drop(self) -> bool:
-        """Whether one more preempted request may be left out (see :data:`PREEMPTED_MAX_SHARE`)."""
-        return self.preempted < max(PREEMPTED_MIN, PREEMPTED_MAX_SHARE * (len(self.windows) + self.preempted))
-
-    def request_claims(self) -> list[int]:
-        """Per request, the sum of its calls' claims (ns)."""
-        sizes = self.sizes or [1] * len(self.windows)
-        out, i = [], 0
-        for k in sizes:
-            out.append(sum(self.claims[i:i + k]))
-            i += k
-        return out
+    #: CPU time (ns) the *other* side's cgroup used during this side's windows (``None``: not
+    #: readable); 0 is what freezing guarantees
+    other_cpu_ns: int | None = 0
 
     def main_unexplained(self) -> list[int]:
-        """Per request, the main thread's CPU time during the window less the claims (ns): load
-        from other processes cannot raise it (a thread waiting for a core uses no CPU time)."""
-        return [m - c for m, c in zip(self.main_cpu, self.request_claims())]
+        """Per call, the main thread's CPU time during the window less the claim (ns)."""
+        return [m - c for m, c in zip(self.main_cpu, self.claims)]
 
-    def unexplained(self) -> list[int]:
-        """Per request, the judge's window less the claims (ns)."""
-        return [w - c for w, c in zip(self.windows, self.request_claims())]
+
+@dataclass
+class _Call:
+    """What one timed request gave: the claim and window (ns), the main thread's CPU time in the
+    window (ns)."""
+
+    claim: int
+    window: int
+    main_cpu: int
+
+
+@dataclass
+class _Paired:
+    """A benchmark case timed in pairs: its result, both sides, and where the case's wall time
+    went (s)."""
+
+    result: CaseResult
+    sub: _Side
+    ref: _Side
+    #: every pair in order: ``(submission's call, reference's call, submission first)``
+    raw: list[tuple[_Call, _Call, bool]] = field(default_factory=list)
+    started: float = 0.0
+    prep_s: float = 0.0
+    timed_s: float = 0.0
+    check_s: float = 0.0
+    #: judge the claims in batches of calls (CUDA: kernels of a few µs), see :meth:`judged`
+    batched: bool = False
+
+    def judged(self) -> tuple[list[float], list[float], float]:
+        """``(submission's, reference's judged times, the reference's overhead)`` (ns), both
+        sides by the same rule (:func:`~kernelrank.runner.stats.judged_times`).
+
+        At kernel scale (``batched``: CUDA) one request's window carries tens of µs of overhead
+        and jitter, so the judge's clock says something only of batches of calls: both sides
+        are then judged in batches (:func:`~kernelrank.runner.stats.judge_batches`) against the
+        per-request overhead of this path, measured on the reference's requests of the same case
+        (trusted code, same sandbox, freezer and socket: :func:`~kernelrank.runner.stats.runner_overhead`).
+        """
+        overhead = stats.overhead(self.ref.claims, self.ref.windows)
+        if self.batched and len(self.ref.windows) >= stats.RUNNER_OVERHEAD_MIN_SAMPLES:
+            path = stats.runner_overhead([w - c for w, c in zip(self.ref.windows, self.ref.claims)])
+            return (stats.judge_batches(self.sub.claims, self.sub.windows, path).judged_ns,
+                    stats.judge_batches(self.ref.claims, self.ref.windows, path).judged_ns, overhead)
+        return (stats.judged_times(self.sub.claims, self.sub.windows, overhead),
+                stats.judged_times(self.ref.claims, self.ref.windows, overhead), overhead)
+
+    def interval(self) -> stats.Interval | None:
+        """The case's speedup so far, with its 95% interval (``None`` before the first pair)."""
+        if not self.sub.claims:
+            return None
+        sub, ref, _ = self.judged()
+        return stats.paired_speedup(ref, sub)
+
+
+class _ReferenceFailed(RuntimeError):
+    """The reference's child failed (a problem of the problem or the judge, not of the submission)."""
 
 
 class _Evaluation:
@@ -254,6 +288,9 @@ class _Evaluation:
         self._called: set[int] = set()  # children that made their first call
         # [issue 16] CUDA-graph timing where the problem allows it (timing.cuda.cuda_graph)
         self._graphs = device == "cuda" and self.definition.timing["cuda"].cuda_graph
+        #: prepares a batch's input sets and checks its outputs (timed modes, children frozen)
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
 
     # -- top level ----------------------------------------------------------------------------
     def run(self) -> EvalResult:
@@ -291,6 +328,7 @@ class _Evaluation:
             deadline = time.monotonic() + self.definition.budgets.for_mode(self.mode)
             self._phase("test")
             result.cases.extend(self._run_tests(child, deadline))
+            result.interpreted = any(c.interpreted for c in result.cases)
             if not all(c.passed for c in result.cases):
                 raise _Verdict(Status.failed, _first_failure(result.cases))
             if self.mode in ("benchmark", "leaderboard"):
@@ -358,10 +396,10 @@ class _Evaluation:
         _raise_on_tampering(child, reply, self._where)
 
     def _go(self, child: SubmissionProcess, layout: dict[str, Any], deadline: float, ref_s: float,
-            repeat: int = 1) -> tuple[dict[str, Any], torch.Tensor | None]:
+            repeat: int = 1, read: bool = True) -> tuple[dict[str, Any], torch.Tensor | None]:
         """One ``go`` request of ``repeat`` calls on the placed inputs, with its own deadline
         (:meth:`~kernelrank.problems.Budgets.call_deadline`); the answer and the output read from
-        its slot (``None`` when the output is not a plain tensor).
+        its slot (``None`` when the output is not a plain tensor, or with ``read=False``).
 
         Raises:
             _Verdict: ``timeout`` naming the case when the call's own deadline passed.
@@ -384,7 +422,7 @@ class _Evaluation:
             raise
         self._guard(child, reply)
         out = None
-        if reply.get("out") is not None:
+        if read and reply.get("out") is not None:
             try:
                 out = child.arena.read_output(reply["out"], child.mem_fd)
             except SlotError as e:
@@ -406,8 +444,9 @@ class _Evaluation:
 
     # -- inputs and references ----------------------------------------------------------------
     def _inputs(self, case: Case, seed: int) -> tuple[Any, torch.Tensor]:
-        """A fresh input set and the reference's output on it; ``self.ref_s`` is the time the
-        reference took (seconds, the judge's clock: the base of the calls' deadlines)."""
+        """A fresh input set and the reference's output on it; :attr:`ref_s` is the time the
+        reference took (seconds, the judge's clock: the base of the calls' deadlines). Called in
+        the judge's threads when a batch is prepared (:meth:`_prepare_batch`)."""
         params = dict(case.params, seed=seed)
         data = self.reference.generate_input(device=self.device, **params)
         started = time.perf_counter()
@@ -415,22 +454,38 @@ class _Evaluation:
             ref = self.reference.ref_kernel(data)
         if self.device == "cuda":  # pragma: no cover - GPU-only
             torch.cuda.synchronize()
-        self.ref_s = time.perf_counter() - started
+        self._local.ref_s = time.perf_counter() - started
         return data, ref
+
+    @property
+    def ref_s(self) -> float:
+        """Seconds the last :meth:`_inputs` of this thread took to compute the reference's output."""
+        return float(getattr(self._local, "ref_s", 0.0))
 
     def _place(self, child: SubmissionProcess, data: Any, ref: torch.Tensor) -> dict[str, Any]:
         """Write an input set into the child's shared slots (it is frozen) with room for an output
-        up to twice the reference's size; the layout for ``go``."""
+        up to twice the reference's size; the layout for ``go``.
+
+        The data path, whatever the device: input sets and expected outputs are made by the judge
+        on the run's device before a batch (:meth:`_prepare_batch`); each is placed in each
+        child's slots right before that child's call (:meth:`SubmissionProcess.arena`'s ``place``,
+        while the child is frozen), the output is read back from the child's slot or memory while
+        it is frozen (``read_output``, a tensor on the judge's side of the slots) and checked
+        against the expected output after the batch, where that lives. On the CPU the slots are a
+        shared memory file; on CUDA the same two calls are to place into and read from device
+        memory shared with the child through CUDA IPC (the GPU change), so no tensor data
+        crosses the host or the socket."""
         return child.arena.place(data, 2 * _nbytes(ref))
 
-    def _check(self, reply: dict[str, Any], out: torch.Tensor | None,
-               ref: torch.Tensor) -> tuple[bool, str, dict[str, Any]]:
+    def _check(self, reply: dict[str, Any], out: torch.Tensor | None, ref: torch.Tensor,
+               figures: bool = True) -> tuple[bool, str, dict[str, Any]]:
+        """Check one output; ``figures=False`` spares a passing output's error figures."""
         if reply.get("alias"):
             return False, f"{reply['alias']!s:.500}", {}
         if out is None:
             return False, f"output must be a plain torch.Tensor, got {reply.get('out_type')!s:.200}", {}
         tol = self.definition.tolerance_for(str(ref.dtype).removeprefix("torch."))
-        c = check_output(out, ref, tol.atol, tol.rtol, out_device=str(reply.get("out_device")))
+        c = check_output(out, ref, tol.atol, tol.rtol, out_device=str(reply.get("out_device")), figures=figures)
         figures = {"max_abs_error": c.max_abs_error, "max_rel_error": c.max_rel_error,
                    "mismatches": c.mismatches, "first_mismatch": c.first_mismatch,
                    "nan_mismatches": c.nan_mismatches, "inf_mismatches": c.inf_mismatches}
@@ -445,178 +500,321 @@ class _Evaluation:
             reply, out = self._go(child, self._place(child, data, ref), deadline, self.ref_s)
             ok, message, figures = self._check(reply, out, ref)
             r = CaseResult("test", i, case.params, ok, message if not ok else "ok", checked=1, **figures)
+            r.interpreted = bool(reply.get("interpreted"))
             results.append(r)
             self.emit({"event": "case", "case": r})
         return results
 
-    # -- timed modes --------------------------------------------------------------------------
+    # -- timed modes: the submission and the reference in pairs --------------------------------
     def _timed_phase(self, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
+        """Time every benchmark case in pairs with the reference (module docstring, step 3), then
+        the run's speedup and, in leaderboard mode, its score, each with its 95% interval."""
         cases = self.definition.benchmark_cases(self.device)  # type: ignore[arg-type]
+        calibration = self.options.calibration_ns
+        if calibration is not None and len(calibration) != len(cases):
+            raise ValueError(f"the calibration has {len(calibration)} reference times for {len(cases)} benchmark cases")
         self._phase("reference")
-        refs = self._reference_timings(cases)
-        self._phase("benchmark")
-        means = []
-        for i, case in enumerate(cases):
-            self._where = f"benchmark case {i} ({case.label()})"
-            ref = refs[case_key(case.params)]
-            timed = self._time_case(child, i, case, deadline)
-            r = timed.result
-            result.cases.append(r)
-            if not r.passed:
+        self._where = "loading the reference"
+        reference = self._start(reference_submission(self.spec))
+        try:
+            try:
+                self._load(reference)
+            except (ChildTimeout, ChildDied, ProtocolViolation, _Verdict) as e:
+                raise _ReferenceFailed(f"the reference could not be loaded: {e}") from e
+            self._phase("benchmark")
+            intervals: list[stats.Interval] = []
+            bases: list[float] = []
+            for i, case in enumerate(cases):
+                self._where = f"benchmark case {i} ({case.label()})"
+                paired = self._time_case(child, reference, i, case, deadline)
+                r = paired.result
+                result.cases.append(r)
+                if not r.passed:
+                    self.emit({"event": "case", "case": r})
+                    raise _Verdict(Status.failed, f"{r.label}: {r.message}")
+                if r.interpreted:
+                    result.interpreted = True
+                    self.emit({"event": "case", "case": r})
+                    continue
+                interval, basis = self._finish_case(paired, case, None if calibration is None else calibration[i])
                 self.emit({"event": "case", "case": r})
-                raise _Verdict(Status.failed, f"{r.label}: {r.message}")
-            r.wall_check = _wall_check(timed, ref)
-            times = judged_times(timed.claims, timed.windows, ref.overhead_ns, timed.sizes)
-            stats = summarize(times)
-            r.timing = stats.to_dict()
-            if not r.wall_check["passed"]:
-                self.emit({"event": "case", "case": r})
-                raise _Verdict(Status.rejected, f"{r.label}: {r.wall_check['message']}")
-            if stats.mean_ns <= 0:  # no call takes no time: the timer in the child was tampered with
-                raise _Verdict(Status.rejected, f"{r.label}: the submission's process claimed 0 ns per call")
-            r.tflops, r.gbps = roofline(self.reference.flops(case.params), self.reference.bytes(case.params), stats.mean_ns)
-            r.ref_mean_ns = ref.mean_ns
-            r.speedup = ref.mean_ns / stats.mean_ns
-            self.emit({"event": "case", "case": r})
-            means.append(stats.mean_ns)
-        ref_means = [refs[case_key(c.params)].mean_ns for c in cases]
-        result.speedup = geometric_mean(ref_means) / geometric_mean(means)
+                self.emit({"event": "pairs", "case": i, "pairs": [_pair_record(*p) for p in paired.raw]})
+                intervals.append(interval)
+                bases.append(basis)
+        finally:
+            reference.close()
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+        if result.interpreted:
+            return  # no speedup, no score: the times measure Triton's interpreter
+        if not intervals:
+            return
+        combined = stats.combine(intervals)
+        result.speedup = combined.estimate
+        result.speedup_ci = [combined.low, combined.high]
+        result.noisy = any(c.noisy for c in result.cases)
+        result.basis = "calibration" if calibration is not None else "run"
         if self.mode == "leaderboard":
-            result.score_ns = geometric_mean(means)
+            score, low, high = combined.scaled(stats.geometric_mean(bases))
+            result.score_ns, result.score_ci_ns = score, [low, high]
 
-    def _time_case(self, child: SubmissionProcess, index: int, case: Case, deadline: float) -> _CaseTiming:
-        """Warm up, then timed calls until :func:`should_stop`, each its own ``go`` request.
+    def _finish_case(self, paired: _Paired, case: Case, calibrated: float | None) -> tuple[stats.Interval, float]:
+        """Final figures of a case timed in pairs; its speedup interval and reference time (ns).
 
-        Every request's inputs are placed in the shared slots while the child is frozen, and its
-        output is read from its slot after the child is frozen again. Leaderboard mode places one
-        fresh input set before every call and checks every output; benchmark mode places one set
-        and checks the outputs of requests 1, 2, 4, 8, ... and the last. Warm-up is ``go``
-        requests of one call on the first set (as many as :data:`~kernelrank.runner.timing.WARMUP_SECONDS`
-        and the minimum calls ask), its first output checked. The stopping rule looks at the
-        claims (the judge's figures are only final once the reference's overhead is applied, see
-        :func:`judged_times`).
+        Raises:
+            _Verdict: ``rejected`` for timing claims the judge's clock does not support.
         """
-        budget_s = getattr(self.definition.timing[self.device], self.mode)  # type: ignore[index]
-        fresh = self.mode == "leaderboard"
-        seed = (lambda it: mix_seed(self.secret, case.seed, it)) if fresh else (lambda it: case.seed)
-        data, ref = self._inputs(case, seed(0))
-        ref_s = self.ref_s
-        timed = _CaseTiming(CaseResult("benchmark", index, case.params, True, "ok"))
-        r = timed.result
+        r = paired.result
+        sub, ref, overhead = paired.judged()
+        main_overhead = statistics.median(paired.ref.main_unexplained()) if paired.ref.main_cpu else 0.0
+        r.wall_check = stats.wall_check(paired.sub.claims, paired.sub.windows, paired.sub.main_cpu, overhead,
+                                        max(0.0, main_overhead))
+        r.timing = stats.summarize(sub).to_dict()
+        r.ref_timing = stats.summarize(ref).to_dict()
+        if not r.wall_check["passed"]:
+            self.emit({"event": "case", "case": r})
+            raise _Verdict(Status.rejected, f"{r.label}: {r.wall_check['message']}")
+        if min(sub) <= 0:  # no call takes no time: the timer in the child was tampered with
+            raise _Verdict(Status.rejected, f"{r.label}: the submission's process claimed 0 ns for a call")
+        interval = stats.paired_speedup(ref, sub)
+        # the reference time a case's time is based on: the service's calibration, or this run's
+        # (the trimmed mean of the reference's times, the same estimator as the speedup's)
+        measured = math.exp(stats.trimmed_mean([math.log(t) for t in ref])[0])
+        basis = calibrated if calibrated is not None else measured
+        time_ns, low, high = interval.scaled(basis)
+        r.ref_mean_ns = r.ref_timing["mean_ns"]
+        r.reference_ns = basis
+        r.speedup, r.speedup_ci = interval.estimate, [interval.low, interval.high]
+        r.time_ns, r.time_ci_ns = time_ns, [low, high]
+        r.tflops, r.gbps = roofline(self.reference.flops(case.params), self.reference.bytes(case.params),
+                                    r.timing["mean_ns"])
+        wall = time.monotonic() - paired.started
+        inside = sum(sub) + sum(ref)
+        r.pairing = {
+            "pairs": interval.n, "order": "alternating",
+            "reference_run_ns": measured,
+            "half_width": interval.half_width,
+            "timed_share": inside / 1e9 / wall if wall > 0 else 0.0,
+            "wall_s": wall, "prepare_s": paired.prep_s, "timed_phase_s": paired.timed_s, "check_s": paired.check_s,
+            # CPU time of each side's cgroup while the other was timed: 0 when freezing holds
+            "submission_cpu_in_reference_windows_ns": paired.ref.other_cpu_ns,
+            "reference_cpu_in_submission_windows_ns": paired.sub.other_cpu_ns,
+        }
+        return interval, basis
 
-        layout = self._place(child, data, ref)
-        warm: list[int] = []
-        started = time.monotonic()
-        while (len(warm) < WARMUP_MIN_CALLS or time.monotonic() - started < WARMUP_SECONDS[self.device]) \
-                and len(warm) < WARMUP_MAX_CALLS:
-            reply, out = self._go(child, layout, deadline, ref_s)
-            warm.extend(_ns_list(reply.get("times_ns"), 1))
-            if len(warm) == 1:
-                ok, message, figures = self._check(reply, out, ref)
+    def _time_case(self, child: SubmissionProcess, reference: SubmissionProcess, index: int, case: Case,
+                   deadline: float) -> _Paired:
+        """Warm both sides up, then time them in pairs on fresh input sets until the stop rule says.
+
+        Seeds are derived from the run's secret and the pair's number (every pair has new inputs,
+        never a replay). Per batch:
+        the input sets and their expected outputs are prepared, then for each set the submission
+        and the reference are called once, alternately first (pair ``p``: the submission first when
+        ``p`` is even), each on its own copy placed while both are frozen, then every output of the
+        submission in the batch is checked (in threads: the children are frozen). The stop rule
+        looks at the speedup's interval after each batch; ``timing.<device>.noisy_above`` and
+        ``cap`` of the problem say when a case is too noisy and how long it may be timed.
+        """
+        timing = self.definition.timing[self.device]  # type: ignore[index]
+        budget_s = getattr(timing, self.mode)
+        paired = _Paired(CaseResult("benchmark", index, case.params, True, "ok"), _Side("submission", child),
+                         _Side("reference", reference), started=time.monotonic(), batched=self.device == "cuda")
+        r = paired.result
+        seed = lambda it: mix_seed(self.secret, case.seed, it)  # noqa: E731
+        first = self._prepare(case, seed(0))
+        if not self._warm_up(paired, paired.sub, first, deadline):
+            return paired
+        if r.interpreted:
+            self._time_interpreted(paired, case, seed, deadline)
+            return paired
+        self._warm_up(paired, paired.ref, first, deadline)
+        start = time.monotonic()
+        number = 0  # pairs timed: the next set's seed
+        interval: stats.Interval | None = None
+        while True:
+            spent = time.monotonic() - start
+            stop, noisy = stats.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
+                                          stats.PRECISION[self.device])
+            if stop:
+                r.noisy = noisy
+                return paired
+            t0 = time.monotonic()
+            k = self._batch_size(paired, first, (budget_s if spent < budget_s else budget_s * timing.cap) - spent)
+            sets = self._prepare_batch(case, [seed(number + 1 + j) for j in range(k)])
+            t1 = time.monotonic()
+            outputs: list[tuple[int, dict[str, Any], torch.Tensor | None, torch.Tensor]] = []
+            for s in sets:
+                order = (paired.sub, paired.ref) if number % 2 == 0 else (paired.ref, paired.sub)
+                calls: dict[str, _Call] = {}
+                for side in order:
+                    other = paired.ref if side is paired.sub else paired.sub
+                    calls[side.name], reply, out = self._timed_request(side, other, s, deadline)
+                    if side is paired.sub:
+                        if reply.get("interpreted"):
+                            r.passed, r.message = False, ("its Triton kernels ran under the interpreter on some calls "
+                                                          "and natively on others: not timed")
+                            return paired
+                        outputs.append((number, reply, out, s.expected))
+                paired.raw.append((calls["submission"], calls["reference"], order[0] is paired.sub))
+                number += 1
+                for side in (paired.sub, paired.ref):
+                    call = calls[side.name]
+                    side.claims.append(call.claim)
+                    side.windows.append(call.window)
+                    side.main_cpu.append(call.main_cpu)
+            t2 = time.monotonic()
+            self._check_batch(paired, outputs)
+            paired.prep_s += t1 - t0
+            paired.timed_s += t2 - t1
+            paired.check_s += time.monotonic() - t2
+            if not r.passed:
+                return paired
+            interval = paired.interval()
+
+    def _batch_size(self, paired: _Paired, first: _Set, left_s: float) -> int:
+        """Input sets to prepare for the next batch: what :data:`BATCH_BYTES` holds, at most
+        :data:`MAX_BATCH`, and no more than the time left (of the budget, or of the extra time
+        once the budget is spent) seems to hold, from the pairs so far."""
+        by_memory = max(1, BATCH_BYTES // max(1, first.nbytes))
+        done = len(paired.sub.claims)
+        spent = paired.prep_s + paired.timed_s + paired.check_s
+        by_time = max(1, math.ceil(left_s / (spent / done))) if done and spent > 0 else 2
+        return max(1, min(by_memory, MAX_BATCH, by_time))
+
+    def _prepare(self, case: Case, seed: int) -> _Set:
+        """A fresh input set and its expected output (:meth:`_inputs`)."""
+        data, expected = self._inputs(case, seed)
+        return _Set(data, expected, self.ref_s, _nbytes(data) + 2 * _nbytes(expected))
+
+    def _prepare_batch(self, case: Case, seeds: list[int]) -> list[_Set]:
+        """The input sets of a batch, prepared in the judge's threads (one per CPU: both children
+        are frozen meanwhile, and each set is its own work). A reference that draws from torch's
+        global generator (KernelBench's ``get_inputs`` under ``manual_seed``) may then get inputs
+        that are not exactly those of their seed: still fresh and random, and each expected output
+        is computed from its own inputs (its model, built under its own seed, is built on the
+        case's first input set, which is prepared alone before any batch)."""
+        if len(seeds) < 2 or self.cpus < 2:
+            return [self._prepare(case, s) for s in seeds]
+        return list(self._workers().map(lambda s: self._prepare(case, s), seeds))
+
+    def _workers(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=self.cpus, thread_name_prefix="kernelrank-judge")
+        return self._pool
+
+    def _warm_up(self, paired: _Paired, side: _Side, s: _Set, deadline: float) -> bool:
+        """Warm-up calls of one side on the first input set (as many as
+        :data:`~kernelrank.runner.timing.WARMUP_SECONDS` and the minimum calls ask), its first
+        output checked; ``False`` when the submission failed (the case's result says why).
+
+        Raises:
+            _ReferenceFailed: the reference's first output is wrong or its child failed.
+        """
+        r = paired.result
+        is_sub = side is paired.sub
+        layout = self._place(side.child, s.data, s.expected)
+        calls, started = 0, time.monotonic()
+        while (calls < WARMUP_MIN_CALLS or time.monotonic() - started < WARMUP_SECONDS[self.device]) \
+                and calls < WARMUP_MAX_CALLS:
+            reply, out = self._side_go(side, layout, deadline, s.ref_s, read=calls == 0)
+            _ns_list(reply.get("times_ns"), 1)
+            calls += 1
+            if calls == 1:
+                ok, message, figures = self._check(reply, out, s.expected)
+                if not is_sub:
+                    if not ok:
+                        raise _ReferenceFailed(f"the reference fails its own check on {r.label}: {message}")
+                    continue
                 r.checked = 1
                 if not ok:
-                    r.passed, r.message, = False, f"output of the first call is wrong: {message}"
+                    r.passed, r.message = False, f"output of the first call is wrong: {message}"
                     _set_figures(r, figures)
-                    return timed
-            elif reply.get("alias"):
+                    return False
+                if reply.get("interpreted"):
+                    r.interpreted = True  # no more warm-up: each interpreted call takes seconds
+                    return True
+            elif is_sub and reply.get("alias"):
                 r.passed, r.message = False, f"warm-up: {reply['alias']!s:.500}"
-                return timed
-        start = time.monotonic()  # the case's timing budget is for timed calls, warm-up excluded
-        checked_at = 0
-        est_call_s = max(sorted(warm)[len(warm) // 2] * 1e-9, 1e-6)
-        limit = 1
-        out = None
-        while not should_stop(timed.claims, REL_STDERR[self.device], time.monotonic() - start, budget_s, MAX_RUNS):
-            if fresh:
-                # One fresh input set per call: a submission handed several sets at once could
-                # compute them all on the first call. (numbered by request: a request timed again
-                # gets new inputs too, never a replay)
-                data, ref = self._inputs(case, seed(len(timed.windows) + timed.preempted + 1))
-                ref_s = self.ref_s
-                layout = self._place(child, data, ref)
-            sched_before = child.thread_sched()
-            # benchmark mode: batches of back-to-back calls (1, 2, 4, ... within the budget), as
-            # torch.utils.benchmark.Timer times them; leaderboard mode: one call per request
-            remaining = budget_s - (time.monotonic() - start)
-            k = 1 if fresh else max(1, min(limit, int(remaining / est_call_s), MAX_RUNS - len(timed.claims)))
-            limit *= 2
-            judge_cpu, tasks = time.process_time_ns(), tasks_created()
-            reply, out = self._go(child, layout, deadline, ref_s, repeat=k)
-            window = child.span_ns
-            judge_cpu = time.process_time_ns() - judge_cpu
-            tasks = tasks_created() - tasks if tasks >= 0 else -1  # unreadable: as if created
-            sched_after = child.thread_sched()
-            claims = _ns_list(reply.get("times_ns"), k)
-            if sum(claims) > window:
-                raise _Verdict(Status.rejected, f"{self._where}: the submission's process claimed {sum(claims)} ns for "
-                                                f"calls answered after {window} ns")
-            # never for a request during which a process or thread was created anywhere (a helper
-            # process started inside the call could keep the CPUs from the child's own threads),
-            # nor for a child that narrowed its CPU affinity (waiting beside an idle CPU)
-            if (tasks == 0 and preempted(window, sched_before, sched_after, judge_cpu, self.cpus)
-                    and timed.may_drop() and not child.affinity_narrowed()):
-                timed.preempted += 1  # timed again; its output is still checked below
-            else:
-                main = child.pid
-                timed.main_cpu.append(sched_after.get(main, (0, 0))[0] - sched_before.get(main, (0, 0))[0])
-                timed.claims.extend(claims)
-                timed.windows.append(window)
-                timed.sizes.append(k)
-            if reply.get("alias"):
-                r.passed, r.message = False, f"timed call {len(timed.claims)}: {reply['alias']!s:.500}"
-                return timed
-            n = len(timed.windows)
-            if fresh or n & (n - 1) == 0:
-                if not self._check_timed(timed, reply, out, ref):
-                    return timed
-                checked_at = n
-        if timed.windows and checked_at != len(timed.windows):
-            self._check_timed(timed, reply, out, ref)
-        return timed
+                return False
+        return True
 
-    def _check_timed(self, timed: _CaseTiming, reply: dict[str, Any], out: torch.Tensor | None,
-                     ref: torch.Tensor) -> bool:
-        """Check a timed request's output; ``False`` (the case failed) when wrong."""
-        r = timed.result
-        ok, message, figures = self._check(reply, out, ref)
-        r.checked += 1
-        if not ok:
-            r.passed, r.message = False, f"output of timed call {len(timed.claims)} is wrong: {message}"
-            _set_figures(r, figures)
-        return ok
+    def _time_interpreted(self, paired: _Paired, case: Case, seed: Callable[[int], int], deadline: float) -> None:
+        """A submission whose Triton kernels run under the interpreter: :data:`INTERPRETED_CALLS`
+        calls on fresh inputs, each checked; their claimed times are kept as ``timing`` and
+        marked interpreted; no pairs, no speedup."""
+        r = paired.result
+        claims: list[int] = []
+        for i in range(INTERPRETED_CALLS):
+            s = self._prepare(case, seed(i + 1))
+            reply, out = self._go(paired.sub.child, self._place(paired.sub.child, s.data, s.expected), deadline,
+                                  s.ref_s)
+            claims.extend(_ns_list(reply.get("times_ns"), 1))
+            ok, message, figures = self._check(reply, out, s.expected)
+            r.checked += 1
+            if not ok:
+                r.passed, r.message = False, f"output of timed call {i + 1} is wrong: {message}"
+                _set_figures(r, figures)
+                return
+        r.timing = stats.summarize(claims).to_dict()
+        r.message = "ok (interpreted: its Triton kernels ran under Triton's interpreter; the times are not ranked)"
 
-    def _reference_timings(self, cases: list[Case]) -> dict[str, ReferenceTiming]:
-        """The reference's timings on these cases, from the cache or measured now by this harness."""
-        cache = ReferenceCache(self.options.cache_dir) if self.options.cache_dir else None
-        have = cache.load(self.spec.revision, self.info.key, self.mode) if cache else {}
-        missing = [c for c in cases if case_key(c.params) not in have]
-        if not missing:
-            return have
-        measured: dict[str, ReferenceTiming] = {}
-        child = self._start(reference_submission(self.spec))
-        outer_where = self._where
+    def _side_go(self, side: _Side, layout: dict[str, Any], deadline: float, ref_s: float,
+                 read: bool = True) -> tuple[dict[str, Any], torch.Tensor | None]:
+        """:meth:`_go` for either side; a failure of the reference's child is the judge's
+        (:class:`_ReferenceFailed`), never a verdict on the submission."""
+        if side.name == "submission":
+            return self._go(side.child, layout, deadline, ref_s, read=read)
         try:
-            self._load(child)
-            deadline = time.monotonic() + self.definition.budgets.for_mode(self.mode)
-            for i, case in enumerate(missing):
-                self._where = f"reference timing of {case.label()}"
-                timed = self._time_case(child, i, case, deadline)
-                if not timed.result.passed:
-                    raise RuntimeError(f"the reference fails its own check on {case.label()}: {timed.result.message}")
-                overhead = max(0.0, _quantile(timed.unexplained(), OVERHEAD_QUANTILE))
-                # judged as an entry is (claims or the window less the overhead): the same rule
-                # for both sides of the speedup
-                stats = summarize(judged_times(timed.claims, timed.windows, overhead, timed.sizes))
-                measured[case_key(case.params)] = ReferenceTiming(
-                    stats.mean_ns, overhead, main_overhead_ns=max(0.0, _median(timed.main_unexplained())))
+            return self._go(side.child, layout, deadline, ref_s, read=read)
         except (ChildTimeout, ChildDied, ProtocolViolation, _Verdict) as e:
-            raise RuntimeError(f"timing the reference failed: {e}; logs: {child.logs()}") from e
-        finally:
-            child.close()
-            self._where = outer_where
-        if cache:
-            cache.store(self.spec.revision, self.info.key, self.mode, measured)
-        return have | measured
+            raise _ReferenceFailed(f"the reference failed in {self._where}: {e}") from e
+
+    def _timed_request(self, side: _Side, other: _Side, s: _Set,
+                       deadline: float) -> tuple[_Call, dict[str, Any], torch.Tensor | None]:
+        """One timed call of one side on its copy of ``s``, the other side frozen throughout."""
+        layout = self._place(side.child, s.data, s.expected)
+        child = side.child
+        main_before = child.main_cpu_ns()
+        other_before = other.child.cpu_ns()
+        reply, out = self._side_go(side, layout, deadline, s.ref_s, read=side.name == "submission")
+        window = child.span_ns
+        other_after = other.child.cpu_ns()
+        main_cpu = child.main_cpu_ns() - main_before
+        (claim,) = _ns_list(reply.get("times_ns"), 1)
+        if claim > window:
+            message = f"{self._where}: the {side.name}'s process claimed {claim} ns for a call answered after {window} ns"
+            if side.name == "submission":
+                raise _Verdict(Status.rejected, message)
+            raise _ReferenceFailed(message)
+        if side.other_cpu_ns is not None and other_before is not None and other_after is not None:
+            side.other_cpu_ns += other_after - other_before
+        else:
+            side.other_cpu_ns = None
+        return _Call(claim, window, main_cpu), reply, out
+
+    def _check_batch(self, paired: _Paired, outputs: list[tuple[int, dict[str, Any], torch.Tensor | None,
+                                                                   torch.Tensor]]) -> None:
+        """Check a batch's outputs of the submission (both children frozen, so in threads: one per
+        CPU); the first wrong one fails the case, naming its call."""
+        r = paired.result
+
+        def check(item: tuple[int, dict[str, Any], torch.Tensor | None, torch.Tensor]) -> tuple[bool, str, dict[str, Any]]:
+            _number, reply, out, expected = item
+            return self._check(reply, out, expected, figures=False)
+
+        if len(outputs) > 1 and self.cpus > 1:
+            verdicts = list(self._workers().map(check, outputs))
+        else:
+            verdicts = [check(o) for o in outputs]
+        for (number, reply, out, expected), (ok, message, figures) in zip(outputs, verdicts):
+            r.checked += 1
+            if not ok:
+                if not figures:  # the full figures of the failing output, for the message
+                    ok, message, figures = self._check(reply, out, expected)
+                r.passed, r.message = False, f"output of timed call {number + 1} is wrong: {message}"
+                _set_figures(r, figures)
+                return
 
     # -- profile mode -------------------------------------------------------------------------
     def _profile(self, child: SubmissionProcess, deadline: float) -> dict[str, Any]:
@@ -694,31 +892,6 @@ def _raise_on_tampering(child: SubmissionProcess, reply: dict[str, Any], where: 
                                         f"those it started with (replaced, and the child's tripwire record re-taken)")
 
 
-def preempted(window_ns: int, before: dict[int, tuple[int, int]], after: dict[int, tuple[int, int]],
-              judge_cpu_ns: int, cpus: int) -> bool:
-    """Whether the machine took the CPU from the child during one request.
-
-    Args:
-        window_ns: the judge's window around the request (ns).
-        before, after: per thread of the child, ``(cpu_ns, wait_ns)`` from
-            :meth:`SubmissionProcess.thread_sched` before and after the request.
-        judge_cpu_ns: CPU time of the judge's process over the request (ns).
-        cpus: CPUs the judge and the child may run on.
-
-    True when the child's threads together waited, runnable, for more than
-    :data:`PREEMPTED_SHARE` of the window *and* the CPUs spent more than that share on neither the
-    child nor the judge. Threads of the child waiting for each other (a submission running more
-    threads than CPUs) leave no CPU to anyone else, so such waits never count (the sandbox's other
-    processes count as the child: see :meth:`SubmissionProcess.thread_sched`); the caller also
-    excludes requests during which any task was created (:func:`~kernelrank.runner.sandbox.tasks_created`)
-    and children that narrowed their CPU affinity (:meth:`SubmissionProcess.affinity_narrowed`).
-    """
-    run = sum(cpu - before.get(t, (0, 0))[0] for t, (cpu, _) in after.items())
-    wait = sum(w - before.get(t, (0, 0))[1] for t, (_, w) in after.items())
-    elsewhere = cpus * window_ns - run - judge_cpu_ns
-    return wait > PREEMPTED_SHARE * window_ns and elsewhere > PREEMPTED_SHARE * window_ns
-
-
 def _ns_list(value: Any, expected: int | None) -> list[int]:
     if (not isinstance(value, list) or not value or (expected is not None and len(value) != expected)
             or not all(type(t) is int and 0 <= t < 10**15 for t in value)):
@@ -739,95 +912,11 @@ def _set_figures(r: CaseResult, figures: dict[str, Any]) -> None:
         setattr(r, k, v)
 
 
-def judged_times(claims: list[int], windows: list[int], overhead_ns: float,
-                 sizes: list[int] | None = None) -> list[float]:
-    """The time each call counts for (ns): its claim, or its share of what the judge's clock saw.
-
-    ``claims`` are the child's per-call times (``perf_counter_ns`` or CUDA events around each
-    call); ``windows`` the judge's windows, one per ``go`` request (from just before it is handed to the socket to the
-    first byte of the answer) holding ``sizes[i]`` back-to-back calls (default: one each);
-    ``overhead_ns`` the reference's per-request overhead (a low quantile of window - claims on the
-    same case), capped at :data:`OVERHEAD_CAP_NS`. A request counts for the larger of its claims'
-    sum and its window less the overhead and :data:`WALL_JITTER_NS`; its calls share that in
-    proportion to their claims. An honest request's claims are almost always the larger (so the
-    figures are the child's fine-grained ones, as ``torch.utils.benchmark.Timer`` takes them); a
-    claim the judge's clock does not support is replaced by the judge's figure.
-    """
-    allowance = min(overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
-    sizes = sizes or [1] * len(windows)
-    out: list[float] = []
-    i = 0
-    for window, k in zip(windows, sizes):
-        mine = claims[i:i + k]
-        i += k
-        total = sum(mine)
-        judged = max(float(total), window - allowance)
-        if total > 0:
-            out.extend(c * judged / total for c in mine)
-        else:
-            out.extend(judged / len(mine) for _ in mine)
-    return out
-
-
-def _median(xs: list[int]) -> float:
-    return float(statistics.median(xs)) if xs else 0.0
-
-
-def _quantile(xs: list[int], q: float) -> float:
-    """The ``q`` quantile of ``xs`` (nearest rank, 0 for none)."""
-    if not xs:
-        return 0.0
-    ordered = sorted(xs)
-    return float(ordered[min(len(ordered) - 1, int(q * len(ordered)))])
-
-
-def _wall_check(timed: _CaseTiming, ref: ReferenceTiming) -> dict[str, Any]:
-    """Cross-check the child's claimed times against the judge's clock, per call.
-
-    Each timed call is its own ``go`` request carrying no data, so the judge's window around it
-    holds the call plus a fixed overhead, which the reference (trusted code, same path) measured
-    as ``ref.overhead_ns`` (a low quantile of window - claim). A claim longer than its window is
-    impossible and rejects the run (checked as the calls come). Two gross lies reject the run:
-
-    - a clock that lies: the :data:`WALL_QUANTILE` quantile of window - claim beyond twice the
-      reference's overhead plus :data:`WALL_SLACK_NS`, with the claims explaining under
-      :data:`MIN_EXPLAINED_FRACTION` of the judged time, and the same quantile of the calling
-      thread's CPU time in the window less the claim beyond twice the reference's plus
-      :data:`WALL_SLACK_NS` (CPU time, which load cannot raise, tells a lie from a busy machine);
-    Work moved out of the call is not looked for: outside its windows the child's cgroup is
-    frozen (:class:`~kernelrank.runner.sandbox.SubmissionProcess`), so nothing of it can run.
-
-    Smaller lies gain nothing: each call counts for at least its window less the overhead and
-    :data:`WALL_JITTER_NS` (:func:`judged_times`).
-    """
-    n = len(timed.windows)
-    unexplained = timed.unexplained()
-    low = _quantile(unexplained, WALL_QUANTILE)
-    allowed = 2 * ref.overhead_ns + WALL_SLACK_NS
-    allowance = min(ref.overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
-    replaced = sum(1 for u in unexplained if u > allowance)
-    claimed_mean = statistics.fmean(timed.claims) if timed.claims else 0.0
-    judged = sum(judged_times(timed.claims, timed.windows, ref.overhead_ns, timed.sizes))
-    explained = sum(timed.claims) / max(1.0, judged)
-    main_low = _quantile(timed.main_unexplained(), WALL_QUANTILE)
-    main_allowed = 2 * ref.main_overhead_ns + WALL_SLACK_NS
-    # the wall clock alone cannot tell a lie from load (a child waiting for a core): a rejection
-    # also needs the call's own thread to have run, on CPU time, well past the claims
-    clock_ok = low <= allowed or explained >= MIN_EXPLAINED_FRACTION or main_low <= main_allowed
-    if not clock_ok:
-        message = (f"timing claims not supported by the judge's wall clock: on {1 - WALL_QUANTILE:.0%} of the requests "
-                   f"or more, at least {low / 1e3:.1f} µs per request outside the claimed kernel time "
-                   f"({claimed_mean / 1e3:.1f} µs), allowed {allowed / 1e3:.1f} µs, while the calling thread ran "
-                   f"{main_low / 1e3:.1f} µs of CPU past the claim; the claims explain {explained:.0%} of the judged time")
-    else:
-        message = "ok"
-    return {"passed": clock_ok, "calls": len(timed.claims), "requests": n,
-            "claimed_mean_ns": claimed_mean,
-            "window_mean_ns": statistics.fmean(timed.windows) if timed.windows else 0.0,
-            "overhead_ns": ref.overhead_ns, "unexplained_low_ns": low, "allowed_ns": allowed,
-            "replaced_requests": replaced, "explained": explained,
-            "main_unexplained_low_ns": main_low, "preempted_requests": timed.preempted,
-            "message": message}
+def _pair_record(sub: _Call, ref: _Call, sub_first: bool) -> list[int]:
+    """One pair's raw figures, as the ``pairs`` event carries them (``bench/record_timings.py``):
+    ``[submission first (0/1), its claim, window, main-thread CPU, the reference's claim, window,
+    main-thread CPU]``, times in ns."""
+    return [int(sub_first), sub.claim, sub.window, sub.main_cpu, ref.claim, ref.window, ref.main_cpu]
 
 
 def _first_failure(cases: list[CaseResult]) -> str:
@@ -843,8 +932,20 @@ def _summary(result: EvalResult) -> str:
     bench = [c for c in result.cases if c.kind == "benchmark"]
     if bench:
         msg += f"; {len(bench)} benchmark cases timed"
-    if result.score_ns is not None:  # the figures as the CLI and the pages write them
-        msg += f"; score {duration(result.score_ns)} (geometric mean)"
-    if result.speedup is not None:
-        msg += f"; {speedup(result.speedup)} the reference"
+    if result.interpreted:
+        msg += ("; its Triton kernels ran under Triton's interpreter (the CPU has no Triton backend): the outputs "
+                "were checked, the times measure the interpreter, not the kernel, so there is no speedup and no score")
+        return msg
+    # the figures as the CLI and the pages write them (kernelrank.format)
+    if result.score_ns is not None and result.score_ci_ns is not None:
+        low, high = result.score_ci_ns
+        msg += f"; score {duration(result.score_ns)} (95% interval {duration(low)} .. {duration(high)})"
+    if result.speedup is not None and result.speedup_ci is not None:
+        msg += (f"; {speedup(result.speedup)} the reference "
+                f"({speedup(result.speedup_ci[0])} .. {speedup(result.speedup_ci[1])})")
+    if result.noisy:
+        worst = max((c for c in bench if c.noisy), key=lambda c: (c.pairing or {}).get("half_width", 0.0))
+        width = (worst.pairing or {}).get("half_width", math.inf)
+        msg += (f"; too noisy to rank: {worst.label} is known to ±{width:.1%} only after its extra time "
+                "(the machine was busy); not ranked until measured again")
     return msg

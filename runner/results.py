@@ -50,10 +50,21 @@ def float_from_json(value: Any) -> Any:
 class CaseResult:
     """One test or benchmark case.
 
-    ``timing`` (benchmark cases in timed modes) holds :class:`~kernelrank.runner.timing.TimingStats`
-    as a dict in ns; ``tflops`` and ``gbps`` are achieved TFLOP/s and GB/s at the mean time;
-    ``ref_mean_ns`` is the reference's mean on the same case, device and mode, and
-    ``speedup = ref_mean_ns / mean_ns``. ``checked`` counts outputs compared to the reference.
+    Benchmark cases in timed modes are timed in pairs with the reference (same run, same path,
+    alternating call by call on the same fresh inputs): ``timing`` and ``ref_timing`` hold each
+    side's :class:`~kernelrank.runner.stats.TimingStats` as a dict in ns (the raw times, as judged:
+    :func:`~kernelrank.runner.stats.judged_times`); ``ref_mean_ns`` is ``ref_timing``'s mean;
+    ``speedup`` is the paired estimate (:func:`~kernelrank.runner.stats.paired_speedup`) and
+    ``speedup_ci`` its 95% interval ``[low, high]``; ``reference_ns`` the reference time the case's
+    time is based on (the service's calibration, or this run's reference) and ``time_ns =
+    reference_ns / speedup``, with ``time_ci_ns`` its interval. ``pairing`` says how the pairs
+    went (pairs, pairs left out, the interval's half width, the share of the case's wall time
+    inside timed calls, where the rest went, and the CPU time each side's cgroup used while the
+    other was timed). ``noisy``: the interval was still wider than the problem allows after the
+    case's extra time. ``interpreted``: the submission's Triton kernels ran under Triton's
+    interpreter (``timing`` then holds its claimed times, and there is no speedup).
+    ``tflops`` and ``gbps`` are achieved TFLOP/s and GB/s at the mean time (``timing``).
+    ``checked`` counts outputs compared to the reference.
     ``roofline`` is the share of the runner's roofline the case reached
     (:func:`kernelrank.roofline.case_roofline`), set where the runner's ceilings are known.
     Error figures are as in :class:`~kernelrank.runner.checking.CheckResult` (``inf`` or ``nan``
@@ -79,6 +90,14 @@ class CaseResult:
     speedup: float | None = None
     wall_check: dict[str, Any] | None = None
     roofline: dict[str, Any] | None = None
+    ref_timing: dict[str, Any] | None = None
+    speedup_ci: list[float] | None = None
+    reference_ns: float | None = None
+    time_ns: float | None = None
+    time_ci_ns: list[float] | None = None
+    pairing: dict[str, Any] | None = None
+    noisy: bool = False
+    interpreted: bool = False
 
     @property
     def label(self) -> str:
@@ -90,9 +109,15 @@ class CaseResult:
 class EvalResult:
     """A whole evaluation, as printed by ``kernelrank eval --json`` and stored by the service.
 
-    ``score_ns`` (leaderboard mode only) is the geometric mean over benchmark cases of each case's
-    mean time, in ns, lower is better; ``speedup`` is the reference's geometric mean over the
-    submission's. ``logs`` holds the submission's stdout and stderr, bounded.
+    ``speedup`` is the geometric mean over benchmark cases of the cases' paired speedups, with its
+    95% interval ``speedup_ci``; ``score_ns`` (leaderboard mode only) is the geometric mean over
+    benchmark cases of each case's ``time_ns`` (its reference time divided by its speedup), in ns,
+    lower is better, with its 95% interval ``score_ci_ns``; ``basis`` says what the reference times
+    were: ``"calibration"`` (the service's, per problem revision and device queue) or ``"run"``
+    (this run's own reference; what ``kernelrank eval`` reports). ``noisy``: a case was still too
+    noisy after its extra time (the run is not ranked). ``interpreted``: the submission's Triton
+    kernels ran under Triton's interpreter: outputs checked, no speedup, no score.
+    ``logs`` holds the submission's stdout and stderr, bounded.
 
     ``isolation`` is what held around the submission, measured by the judge from ``/proc`` once
     the child had set itself up: ``method`` (``setuid``, ``userns`` or ``none``), ``network``
@@ -124,6 +149,11 @@ class EvalResult:
     needs_review: bool = False
     review_reason: str | None = None
     ceilings: dict[str, Any] | None = None
+    speedup_ci: list[float] | None = None
+    score_ci_ns: list[float] | None = None
+    basis: str | None = None
+    noisy: bool = False
+    interpreted: bool = False
 
     @property
     def passed(self) -> bool:
@@ -140,11 +170,19 @@ class EvalResult:
         """Inverse of :meth:`to_dict` (for results that crossed a queue)."""
         d = dict(d)
         d["status"] = Status(d["status"])
-        d["cases"] = [CaseResult(**{k: float_from_json(v) if k in _CASE_FIGURES else v for k, v in c.items()})
+        d["cases"] = [CaseResult(**{k: _figure(v) if k in _CASE_FIGURES else v for k, v in c.items()})
                       for c in d.get("cases", [])]
-        for k in ("score_ns", "speedup"):
-            d[k] = float_from_json(d.get(k))
+        for k in ("score_ns", "speedup", "speedup_ci", "score_ci_ns"):
+            d[k] = _figure(d.get(k))
         return cls(**d)
 
 
-_CASE_FIGURES = ("max_abs_error", "max_rel_error", "tflops", "gbps", "ref_mean_ns", "speedup")
+_CASE_FIGURES = ("max_abs_error", "max_rel_error", "tflops", "gbps", "ref_mean_ns", "speedup", "speedup_ci",
+                 "reference_ns", "time_ns", "time_ci_ns")
+
+
+def _figure(value: Any) -> Any:
+    """:func:`float_from_json` for a figure or an interval ``[low, high]``."""
+    if isinstance(value, list):
+        return [float_from_json(v) for v in value]
+    return float_from_json(value)

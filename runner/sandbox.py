@@ -7,8 +7,8 @@ stdout and stderr drained into bounded logs, and a private socket for requests. 
 isolates itself following a :class:`~kernelrank.runner.isolation.Plan` (namespaces, read-only
 view, sandbox user, limits); :meth:`SubmissionProcess.start` waits for that and records the
 isolation in force, measured from ``/proc``. :meth:`SubmissionProcess.request` enforces a deadline
-and a size bound on every answer; :meth:`SubmissionProcess.strays` names threads and processes
-started since :meth:`SubmissionProcess.set_baseline`; :meth:`SubmissionProcess.close` kills every
+and a size bound on every answer; :meth:`SubmissionProcess.cpu_ns` and
+:meth:`SubmissionProcess.main_cpu_ns` read the job's CPU time; :meth:`SubmissionProcess.close` kills every
 process of the sandbox (:class:`ProcessWatch`) and removes the folder without following links out
 of it. Host-side file operations on the folder go through a descriptor opened before the child
 ran, never through a path the child could redirect.
@@ -42,19 +42,6 @@ ENV_ALLOWLIST = (
 #: (``getpass.getuser()``, e.g. torch inductor's) fail for a uid with no account.
 SANDBOX_USER = "kernelrank-sandbox"
 _group_seq = 0
-
-
-def tasks_created() -> int:
-    """Processes and threads created on this machine since boot (``processes`` in ``/proc/stat``);
-    -1 when unreadable."""
-    try:
-        with open("/proc/stat", "rb") as f:
-            for line in f:
-                if line.startswith(b"processes "):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return -1
 
 
 class ChildDied(Exception):
@@ -286,44 +273,36 @@ class SubmissionProcess:
         return self.isolation
 
     def set_baseline(self) -> None:
-        """Remember the sandbox's processes as they are now (uncontained children: their CPU
-        accounting covers processes the submission started at import)."""
+        """Remember the sandbox's processes as they are now (uncontained children: :meth:`cpu_ns`
+        covers processes the submission started at import)."""
         self._processes = self.watch.members()
 
-    def thread_cpu_ns(self) -> dict[int, int]:
-        """CPU time (ns) used so far by each thread of the child (and of the sandbox's processes
-        there at :meth:`set_baseline`), by thread id, from the kernel's scheduler accounting
-        (``/proc/<pid>/task/<tid>/schedstat``, first field): figures the child cannot forge, and
-        which load from other processes does not inflate."""
-        return {tid: run for tid, (run, _wait) in self.thread_sched().items()}
+    def main_cpu_ns(self) -> int:
+        """CPU time (ns) used so far by the thread that makes the calls (the child's main thread),
+        from the kernel's scheduler accounting (``/proc/<pid>/task/<pid>/schedstat``, first field):
+        a figure the child cannot forge, and which load from other processes does not inflate;
+        0 when unreadable."""
+        try:
+            with open(f"/proc/{self.pid}/task/{self.pid}/schedstat", "rb") as f:
+                return int(f.read().split(maxsplit=1)[0])
+        except (OSError, ValueError, IndexError):
+            return 0
 
-    def thread_sched(self) -> dict[int, tuple[int, int]]:
-        """Per thread of the child, by thread id: CPU time used so far and time spent runnable but
-        waiting for a CPU (ns), the first two fields of ``/proc/<pid>/task/<tid>/schedstat``
-        (``run_delay``: Documentation/scheduler/sched-stats.rst); with the threads of the sandbox's
-        other processes that were there at :meth:`set_baseline` (started at import)."""
-        found: dict[int, tuple[int, int]] = {}
+    def cpu_ns(self) -> int | None:
+        """CPU time (ns) the job used so far: its cgroup's, every process it ever started included
+        (:meth:`~kernelrank.runner.cgroups.JobGroup.cpu_ns`); without a cgroup, the sum over the
+        threads of the child and of the sandbox's processes there at :meth:`set_baseline` (from
+        ``/proc/<pid>/task/<tid>/schedstat``); ``None`` when not readable."""
+        if self.group is not None:
+            return self.group.cpu_ns()
+        total = 0
         for pid, tid in self._tasks():
             try:
                 with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                    run, wait = f.read().split(maxsplit=2)[:2]
-                found[tid] = (int(run), int(wait))
+                    total += int(f.read().split(maxsplit=1)[0])
             except (OSError, ValueError, IndexError):
                 continue
-        return found
-
-    def affinity_narrowed(self) -> bool:
-        """Whether a thread of the child (or of the sandbox's processes from the baseline, as in
-        :meth:`thread_sched`) may run on fewer CPUs than the judge (the submission called
-        ``sched_setaffinity``, which can leave its own threads waiting beside an idle CPU)."""
-        mine = os.sched_getaffinity(0)
-        for _pid, tid in self._tasks():
-            try:
-                if os.sched_getaffinity(tid) != mine:
-                    return True
-            except OSError:
-                continue
-        return False
+        return total
 
     def _tasks(self) -> list[tuple[int, int]]:
         """``(pid, tid)`` of every thread of the job: its cgroup's members when contained, else the

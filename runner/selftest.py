@@ -14,7 +14,7 @@ sandbox a job's child gets (namespaces, read-only view, cgroup, limits), on the 
   within what its docstring expects (:func:`attack_meta`; ``Known gap:`` entries are reported,
   not failed);
 - **judge's clock**: the runner's per-request overhead (:func:`measure_overhead`), the base of the
-  judge's cross-check of claims at kernel scale (:func:`~kernelrank.runner.timing.judge_batches`);
+  judge's cross-check of claims at kernel scale (:func:`~kernelrank.runner.stats.judge_batches`);
 - **containment**: what bounds the child's host memory (a cgroup, or not: reported).
 
 It prints a table (Rich) and exits non-zero on any failure. Budgets are shrunk
@@ -204,7 +204,7 @@ class SelfTest:
     def _eval_options(self, secret: int = 0) -> Any:
         from kernelrank.runner.harness import EvalOptions
 
-        return EvalOptions(scratch_dir=self.root / "scratch", cache_dir=None, secret=secret,
+        return EvalOptions(scratch_dir=self.root / "scratch", secret=secret,
                            hidden_paths=(self.root,))
 
     def _spec(self, name: str, timing_s: float | None = None) -> Any:
@@ -340,7 +340,7 @@ _NOOP = "def custom_kernel(data):\n    return data[0].clone()\n"
 
 
 def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUESTS) -> tuple[Any, str]:
-    """The runner's per-request overhead (:func:`~kernelrank.runner.timing.runner_overhead`) from
+    """The runner's per-request overhead (:func:`~kernelrank.runner.stats.runner_overhead`) from
     ``go`` requests of a call that only copies a 4-element input, through the same sandbox,
     freezer and socket as a job; and what bounds the child's host memory (``"cgroup <n> bytes"``,
     ``"address space <n> bytes"`` or ``"unbounded"``).
@@ -353,7 +353,7 @@ def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUES
     from kernelrank.runner import isolation
     from kernelrank.runner.limits import SandboxLimits
     from kernelrank.runner.sandbox import SubmissionProcess, host_memory_bound
-    from kernelrank.runner.timing import runner_overhead
+    from kernelrank.runner.stats import runner_overhead
 
     method, _ = isolation.choose("auto")
     child = SubmissionProcess(_NOOP, device, 1 if device == "cpu" else 0, scratch_dir=scratch, method=method,

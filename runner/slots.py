@@ -110,8 +110,10 @@ class Arena:
             addr = desc["addr"]
             if mem_fd is None or type(addr) is not int or not 0 < addr < 1 << 64:
                 raise SlotError("malformed output address")
-            buf = bytearray(size)
-            view, done = memoryview(buf), 0
+            # torch's allocator, not a bytearray: no zero-filling, and (with the judge's fixed malloc
+            # thresholds, harness.evaluate) memory reused from its heap rather than fresh pages
+            buf = torch.empty(size, dtype=torch.uint8)
+            view, done = memoryview(buf.numpy()), 0
             try:
                 while done < size:
                     n = os.preadv(mem_fd, [view[done:]], addr + done)
@@ -120,7 +122,7 @@ class Arena:
                     done += n
             except OSError as e:
                 raise SlotError(f"the output's memory could not be read: {e}") from None
-            return torch.frombuffer(buf, dtype=torch.uint8).view(dtype).view(shape)
+            return buf.view(dtype).view(shape)
         assert self._map is not None
         view = torch.frombuffer(self._map, dtype=torch.uint8, count=size, offset=self.out_offset)
         return view.clone().view(dtype).view(shape)

@@ -198,7 +198,7 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
         if kind == RunKind.secret and secret is None:
             raise ValueError("the secret run needs the job's secret seed")
         options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
-                              cache_dir=settings.cache_dir, log_limit=settings.log_limit_bytes,
+                              log_limit=settings.log_limit_bytes,
                               secret=None if secret is None else int(secret), trace_dir=None,
                               isolation=settings.runner_isolation,
                               require_network_isolation=(job["mode"] == Mode.leaderboard

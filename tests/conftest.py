@@ -1,4 +1,4 @@
-"""Shared fixtures: an isolated cache and scratch folder, and the test-only problem ``double``."""
+"""Shared fixtures: a private scratch folder, and the test-only problem ``double``."""
 
 from __future__ import annotations
 
@@ -29,17 +29,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(skip)
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _isolated_settings(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """No test reads or writes the user's ~/.cache/kernelrank."""
-    import os
-
-    from kernelrank.settings import get_settings
-
-    os.environ["KERNELRANK_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
-    get_settings.cache_clear()
-
-
 @pytest.fixture(scope="session")
 def double() -> Problem:
     """The test-only problem ``double`` (``y = 2x``), with small time budgets."""
@@ -48,8 +37,8 @@ def double() -> Problem:
 
 @pytest.fixture
 def options(tmp_path: Path) -> EvalOptions:
-    """Options with a private scratch folder and reference cache per test."""
-    return EvalOptions(scratch_dir=tmp_path / "scratch", cache_dir=tmp_path / "cache", trace_dir=tmp_path / "traces")
+    """Options with a private scratch folder per test."""
+    return EvalOptions(scratch_dir=tmp_path / "scratch", trace_dir=tmp_path / "traces")
 
 
 def submission(name: str) -> str:

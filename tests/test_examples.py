@@ -53,14 +53,35 @@ def test_correct_example_passes(path: Path, mode: str, options) -> None:
     assert r.status is Status.passed, f"{r.message}\n{r.logs['stderr'][-2000:]}"
     tests = [c for c in r.cases if c.kind == "test"]
     assert len(tests) == len(spec.definition.tests) and all(c.passed for c in tests)
+    # on the CPU, Triton kernels run under Triton's interpreter: judged for correctness, never scored
+    assert r.interpreted == (path.stem == "correct_triton")
     if mode in ("benchmark", "leaderboard"):
         bench = [c for c in r.cases if c.kind == "benchmark"]
         assert len(bench) == len(spec.definition.benchmarks["cpu"])
-        assert all(c.timing["runs"] >= 1 and c.speedup > 0 and c.wall_check["passed"] for c in bench)
-    if mode == "leaderboard":
-        assert r.score_ns > 0
+        if r.interpreted:
+            assert all(c.interpreted and c.timing["runs"] >= 1 and c.speedup is None and c.checked >= 2 for c in bench)
+            assert r.speedup is None and r.score_ns is None and "interpreter" in r.message
+        else:
+            assert all(c.timing["runs"] >= 1 and c.speedup > 0 and c.wall_check["passed"] for c in bench)
+            assert all(c.speedup_ci[0] <= c.speedup <= c.speedup_ci[1] for c in bench)
+    if mode == "leaderboard" and not r.interpreted:
+        assert r.score_ns > 0 and r.score_ci_ns[0] <= r.score_ns <= r.score_ci_ns[1]
     if mode == "profile":
         assert r.profile["table"]
+
+
+@pytest.mark.parametrize("name", ["gemm", "softmax"])
+def test_triton_on_the_cpu_is_judged_and_marked_interpreted(name: str, options) -> None:
+    """Triton kernels run under Triton's interpreter on the CPU: the test cases are judged as
+    always, and the result says the kernels were interpreted (so no time of it is ever ranked)."""
+    spec = load_problem(name).spec()
+    triton = evaluate(spec, (ROOT / "reference_kernels" / name / "examples" / "correct_triton.py").read_text(),
+                      "test", "cpu", options)
+    assert triton.status is Status.passed and triton.interpreted, triton.message
+    assert all(c.interpreted for c in triton.cases)
+    native = evaluate(spec, (ROOT / "reference_kernels" / name / "examples" / "correct_pytorch.py").read_text(),
+                      "test", "cpu", options)
+    assert native.status is Status.passed and not native.interpreted
 
 
 @pytest.mark.parametrize("path", WRONG, ids=_id)

@@ -26,8 +26,9 @@ def get_leaderboard(
     ))] = None,
 ) -> LeaderboardPublic:
     """Each user's best ranked submission to a revision of ``problem`` (the current one by
-    default) on ``device`` (``cpu`` or ``cuda-<model>``), by score (lower is better); ties go to
-    the earlier submission. Disqualified submissions and those made after the deadline are not ranked."""
+    default) on ``device`` (``cpu`` or ``cuda-<model>``), by score (lower is better), each with its
+    95% interval; an entry whose interval overlaps the one above is marked ``tied``; equal scores
+    go to the earlier submission. Disqualified submissions and those made after the deadline are not ranked."""
     try:
         device_class(device)
     except ValueError as e:
@@ -36,7 +37,12 @@ def get_leaderboard(
     return LeaderboardPublic(
         problem=problem, device=device, revision=rev,
         rows=[LeaderboardRowPublic(rank=r.rank, user=r.user, submission_id=r.submission_id, score_ns=r.score_ns,
+                                   score_ci_ns=_interval(r.score_low_ns, r.score_high_ns), tied=r.tied,
                                    speedup=r.speedup, language=r.language, submitted_at=r.submitted_at,
                                    needs_review=r.needs_review, tflops=r.tflops, gbps=r.gbps)
               for r in rows],
     )
+
+
+def _interval(low: float | None, high: float | None) -> list[float] | None:
+    return None if low is None or high is None else [low, high]

@@ -226,6 +226,8 @@ def _public(sub: Submission, full: bool, with_code: bool, admin: bool = False) -
         mode=sub.mode, language=sub.language, status=sub.status,
         message=sub.message if full else _first_line(sub.message),
         score_ns=sub.score_ns, speedup=sub.speedup, ranked=sub.ranked, created_at=sub.created_at,
+        score_ci_ns=None if sub.score_low_ns is None or sub.score_high_ns is None else [sub.score_low_ns, sub.score_high_ns],
+        speedup_ci=None if sub.speedup_low is None or sub.speedup_high is None else [sub.speedup_low, sub.speedup_high],
         started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
         attempt=sub.attempt, disqualified=sub.disqualified_at is not None,
         disqualified_reason=sub.disqualified_reason if full else None,

@@ -284,7 +284,9 @@ def submission_view(sub: dict[str, Any]) -> Any:
     line = Text.assemble((f"submission #{sub.get('id')}: ", "bold"), (status, status_style(status)),
                          f"  ({sub.get('problem')}, {sub.get('mode')}, {sub.get('device')}, {sub.get('language')})")
     if sub.get("ranked"):
-        line.append(f"  ranked with score {duration(sub.get('score_ns'))}")
+        ci = sub.get("score_ci_ns")
+        line.append(f"  ranked with score {duration(sub.get('score_ns'))}"
+                    + (f" ({duration(ci[0])} .. {duration(ci[1])})" if ci else ""))
     elif sub.get("mode") == vocab.Mode.leaderboard and status in FINAL:
         line.append("  not ranked")
     parts.append(line)
@@ -300,20 +302,25 @@ def status_style(status: Any) -> str:
 
 
 def leaderboard_table(board: dict[str, Any]) -> Any:
-    """One leaderboard (a :class:`~kernelrank.cli.tables.FitTable`): rank, user, score, speedup,
+    """One leaderboard (a :class:`~kernelrank.cli.tables.FitTable`): rank (``=`` where the entry
+    cannot be told apart from the one above: tied), user, score, its 95% interval, speedup,
     language, submitted."""
     from rich.markup import escape
 
     from kernelrank.cli.tables import Column, FitTable
-    from kernelrank.format import duration, speedup
+    from kernelrank.format import MISSING, duration, speedup
 
     rev = str(board.get("revision") or "")[:12]
     table = FitTable([Column("rank", figure=True, key=True), Column("user", key=True), Column("score", figure=True),
-                      Column("speedup", figure=True), Column("language"), Column("submitted", figure=True)],
-                     title=f"{board.get('problem')} · {board.get('device')} · revision {rev}")
+                      Column("95% interval", figure=True), Column("speedup", figure=True), Column("language"),
+                      Column("submitted", figure=True)],
+                     title=f"{board.get('problem')} · {board.get('device')} · revision {rev}",
+                     caption="= tied: its 95% interval overlaps the one above")
     for row in board.get("rows") or []:
         review = " [yellow](under review)[/]" if row.get("needs_review") else ""
-        table.add_row(str(row.get("rank")), escape(str(row.get("user"))) + review, duration(row.get("score_ns")),
+        ci = row.get("score_ci_ns")
+        table.add_row(("= " if row.get("tied") else "") + str(row.get("rank")), escape(str(row.get("user"))) + review,
+                      duration(row.get("score_ns")), f"{duration(ci[0])} .. {duration(ci[1])}" if ci else MISSING,
                       speedup(row.get("speedup")), escape(str(row.get("language") or "—")), when(row.get("submitted_at")))
     return table
 

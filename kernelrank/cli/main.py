@@ -100,7 +100,6 @@ def eval_command(
                                                          "outcome (status error and a message when it cannot judge).")] = False,
     threads: Annotated[int, typer.Option(help="CPU threads for the kernel (0: all cores).", min=0)] = 0,
     trace_dir: Annotated[Optional[Path], typer.Option(help="Profile mode: where to write the Chrome trace.")] = Path("."),
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Re-time the reference instead of using cached timings.")] = False,
     roofline: Annotated[bool, typer.Option(
         "--roofline", help="Timed modes: measure this machine's ceilings afterwards (copy bandwidth, matmul rate per "
                            "dtype; a few seconds, as a runner does when it starts) and show each case's share of "
@@ -143,7 +142,6 @@ def eval_command(
     options = EvalOptions(
         threads=threads or settings.cpu_threads,
         scratch_dir=settings.scratch_dir,
-        cache_dir=None if no_cache else settings.cache_dir,
         log_limit=settings.log_limit_bytes,
         trace_dir=trace_dir,
     )

@@ -92,7 +92,9 @@ def problem_detail(problem: Problem | dict[str, Any]) -> Group:
         parts.append(Text(str(c["notes"])))
     parts += [tol, budgets, cases_table("Test cases", list(d.get("tests") or []))]
     parts += [cases_table(f"Benchmark cases ({dev})", list(cases)) for dev, cases in (d.get("benchmarks") or {}).items()]
-    parts.append(Text(f"Ranking: {d.get('ranking')} over benchmark cases of each case's mean time (lower is better)."))
+    parts.append(Text(f"Ranking: {d.get('ranking')} over benchmark cases of each case's time: the reference's "
+                      "(calibrated) time over the case's speedup, timed side by side with the reference (lower is "
+                      "better)."))
     return Group(*parts)
 
 
@@ -113,25 +115,34 @@ def _tests_table(r: EvalResult) -> FitTable:
 
 
 def _bench_table(r: EvalResult) -> FitTable:
-    """Benchmark cases: timing, achieved rates, the share of the runner's roofline, speedup."""
+    """Benchmark cases: timing, achieved rates, the share of the runner's roofline, the reference's
+    time, the paired speedup with its 95% interval, and the share of the case's wall time spent
+    inside timed calls."""
     roof = any(c.roofline for c in r.cases)
     columns = [Column("#", figure=True, key=True), Column("case", key=True), Column("ok"), Column("runs", figure=True),
                Column("mean", figure=True), Column("std", figure=True), Column("min", figure=True),
                Column("max", figure=True), Column("compute", figure=True), Column("memory", figure=True)]
     if roof:
         columns.append(Column("roofline", figure=True))
-    columns.append(Column("speedup", figure=True))
+    columns += [Column("ref mean", figure=True), Column("speedup (95%)", figure=True), Column("in calls", figure=True)]
     table = FitTable(columns, title=f"{r.problem} · {r.mode} · {r.device}")
     for c in r.cases:
         if c.kind != "benchmark":
             continue
         t = c.timing or {}
+        ci = c.speedup_ci
+        if c.interpreted:
+            paired = "interpreted"
+        else:
+            paired = speedup(c.speedup) + (f" ({speedup(ci[0])}-{speedup(ci[1])})" if ci else "")
+            paired += " [yellow]noisy[/]" if c.noisy else ""
+        in_calls = (c.pairing or {}).get("timed_share")
         cells = [str(c.index), escape(_case_text(c)), _ok(c), str(t.get("runs", MISSING)), duration(t.get("mean_ns")),
                  duration(t.get("std_ns")), duration(t.get("min_ns")), duration(t.get("max_ns")),
                  flop_rate(c.tflops), byte_rate(c.gbps)]
         if roof:
             cells.append(roofline_cell(c.roofline))
-        cells.append(speedup(c.speedup))
+        cells += [duration(c.ref_mean_ns), paired, share(in_calls)]
         table.add_row(*cells)
     return table
 
@@ -169,12 +180,25 @@ def result_view(r: EvalResult) -> Group:
     parts.append(Text.assemble(("verdict: ", "bold"), (r.status.value, style), f"  ({r.problem}, {r.mode}, "
                                f"{r.device}, revision {r.revision[:12]})"))
     if r.score_ns is not None:
-        parts.append(Text(f"score: {duration(r.score_ns)} (geometric mean of case means)"))
+        ci = r.score_ci_ns
+        basis = "the calibrated reference" if r.basis == "calibration" else "this run's reference"
+        parts.append(Text(f"score: {duration(r.score_ns)}"
+                          + (f" (95% interval {duration(ci[0])} .. {duration(ci[1])})" if ci else "")
+                          + f": geometric mean over cases of {basis}'s time over the paired speedup"))
     if r.speedup is not None:
-        parts.append(Text(f"speedup over the reference: {speedup(r.speedup)}"))
+        ci = r.speedup_ci
+        parts.append(Text(f"speedup over the reference: {speedup(r.speedup)}"
+                          + (f" (95% interval {speedup(ci[0])} .. {speedup(ci[1])}), timed side by side in this run"
+                             if ci else "")))
     line = ceilings_line(r.ceilings) if any(c.roofline for c in r.cases) else None
     if line:
         parts.append(Text(line))
+    if r.interpreted:
+        parts.append(Text("interpreted: the Triton kernels ran under Triton's interpreter (the CPU has no Triton "
+                          "backend); outputs checked, times not comparable with native code, no score", style="yellow"))
+    if r.noisy:
+        parts.append(Text("too noisy to rank: a case's interval stayed wide after its extra time; measure again",
+                          style="yellow"))
     parts.append(Text(r.message))
     if r.profile:
         parts.append(Panel(Text(r.profile.get("table", "")), title=f"profile: kernels by {r.profile.get('sort_by')}"))

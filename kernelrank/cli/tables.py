@@ -48,9 +48,10 @@ class FitTable:
     Cells are strings with Rich markup (``"[green]pass[/]"``) or :class:`~rich.text.Text`.
     """
 
-    def __init__(self, columns: Iterable[Column], title: str | None = None):
+    def __init__(self, columns: Iterable[Column], title: str | None = None, caption: str | None = None):
         self.columns = list(columns)
         self.title = title
+        self.caption = caption
         self.rows: list[list[Text]] = []
 
     def add_row(self, *cells: Any) -> None:
@@ -66,7 +67,7 @@ class FitTable:
     def horizontal(self) -> Table:
         """The usual table: figure columns as wide as their widest cell (header included), text
         columns at least as wide as their longest word (at most :data:`TEXT_MIN_WIDTH`)."""
-        table = Table(title=self.title)
+        table = Table(title=self.title, caption=self.caption)
         for i, col in enumerate(self.columns):
             widest = max([len(col.header)] + [r[i].cell_len for r in self.rows])
             if col.figure:
@@ -96,6 +97,8 @@ class FitTable:
             parts.append(Group(Text.assemble("── ", head or "", style="bold") if head else Text("──"), grid))
         if not self.rows:
             parts.append(Text("(none)"))
+        if self.caption:
+            parts.append(Text(self.caption, style="italic"))
         return Group(*parts)
 
     def fits(self, console: Console, width: int) -> bool:

@@ -4,8 +4,9 @@ Tables: users (with an optional Argon2 password hash), their API tokens and web 
 (both stored as SHA-256 of a random value), problems (hidden flag, ranking deadline) and their
 revisions (definition, reference and a secret seed per revision), submissions (code, sha256,
 language, revision, device, mode, status, attempt, disqualification, timestamps), runs (one per
-submission, attempt and kind: ``public`` or ``secret``, each with its per-case results) and runners
-(device, versions, last heartbeat).
+submission, attempt and kind: ``public`` or ``secret``, each with its per-case results), runners
+(device, versions, last heartbeat) and calibrations (the reference times per problem revision and
+device queue that scores are based on).
 """
 
 from __future__ import annotations
@@ -161,6 +162,12 @@ class Submission(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     score_ns: Mapped[float | None] = mapped_column(Float, default=None)
     speedup: Mapped[float | None] = mapped_column(Float, default=None)
+    #: the 95% interval of the public run's paired speedup, and of the score derived from it and the
+    #: board's calibration (:mod:`kernelrank.services.calibration`); NULL for results without one
+    speedup_low: Mapped[float | None] = mapped_column(Float, default=None)
+    speedup_high: Mapped[float | None] = mapped_column(Float, default=None)
+    score_low_ns: Mapped[float | None] = mapped_column(Float, default=None)
+    score_high_ns: Mapped[float | None] = mapped_column(Float, default=None)
     #: achieved TFLOP/s and GB/s of the headline case (the first benchmark case) of the public run,
     #: copied from it when the verdict is written so a leaderboard page never parses run results
     tflops: Mapped[float | None] = mapped_column(Float, default=None)
@@ -247,3 +254,26 @@ class Runner(Base):
     jobs_done: Mapped[int] = mapped_column(Integer, default=0)
     last_heartbeat: Mapped[dt.datetime] = mapped_column(default=utcnow)
     stopped_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+
+
+class Calibration(Base):
+    """The reference's time per benchmark case of one problem revision on one device queue: what
+    every score of that board is based on (score = the geometric mean over cases of reference
+    time / paired speedup; :mod:`kernelrank.services.calibration`).
+
+    ``samples``: per case (benchmark cases of the device class, in order), the reference times (ns)
+    that each calibration run measured; ``reference_ns``: per case, their median; ``runs``: how many
+    runs contributed; ``final``: the calibration has its runs and no longer changes."""
+
+    __tablename__ = "calibrations"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    problem_revision_id: Mapped[int] = mapped_column(ForeignKey("problem_revisions.id", ondelete="CASCADE"))
+    device: Mapped[str] = mapped_column(String(64))
+    runs: Mapped[int] = mapped_column(Integer, default=0)
+    samples: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    reference_ns: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    final: Mapped[bool] = mapped_column(Boolean, default=False)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    __table_args__ = (UniqueConstraint("problem_revision_id", "device", name="uq_calibrations_board"),)

@@ -1,7 +1,10 @@
 """The ranking: per problem revision and device, each user's best passing leaderboard score.
 
-Score = the geometric mean over benchmark cases of each case's mean time (ns), lower is better;
-ties go to the earlier submission. One SQL query with a window function (SQLite >= 3.25 and
+Score = the geometric mean over benchmark cases of each case's time (ns): the board's calibrated
+reference time over the case's paired speedup (:mod:`kernelrank.services.calibration`), lower is
+better, with its 95% interval; equal scores go to the earlier submission. An entry whose interval
+overlaps the one above it cannot be told apart from it and is marked ``tied`` (its place is still
+its order). One SQL query with a window function (SQLite >= 3.25 and
 Postgres), served by the partial index ``ix_submissions_user_best`` (migration 0004).
 """
 
@@ -9,12 +12,13 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlalchemy import Select, func, select
 from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Submission, User
+from kernelrank.runner.stats import overlap  # torch-free
 from kernelrank.services.problems import get_revision
 
 
@@ -37,6 +41,11 @@ class LeaderboardRow:
     #: achieved TFLOP/s and GB/s of the headline case (the first benchmark case), when known
     tflops: float | None = None
     gbps: float | None = None
+    #: the score's 95% interval (ns), when the run had one
+    score_low_ns: float | None = None
+    score_high_ns: float | None = None
+    #: cannot be told apart from the entry above: the two intervals overlap (:func:`mark_ties`)
+    tied: bool = False
 
 
 def ranking_query(revision_ids: Sequence[int], device: str | None = None, limit: int = 100) -> Select:
@@ -46,7 +55,7 @@ def ranking_query(revision_ids: Sequence[int], device: str | None = None, limit:
 
     Rows, ordered by revision, device, place: ``id, user_id, problem_revision_id, device,
     score_ns, created_at, place`` (1-based), ``entrants`` (users ranked on that board),
-    ``speedup, language, needs_review, tflops, gbps, name`` (the user's).
+    ``speedup, language, needs_review, tflops, gbps, score_low_ns, score_high_ns, name`` (the user's).
 
     The per-user window runs over key columns only, partitioned by device and user, so Postgres
     answers it from the partial index ``ix_submissions_user_best`` alone (an index-only scan already
@@ -77,7 +86,7 @@ def ranking_query(revision_ids: Sequence[int], device: str | None = None, limit:
     top = placed.c
     return (
         select(placed, Submission.speedup, Submission.language, Submission.needs_review, Submission.tflops,
-               Submission.gbps, User.name)
+               Submission.gbps, Submission.score_low_ns, Submission.score_high_ns, User.name)
         .join(Submission, Submission.id == top.id)
         .join(User, User.id == top.user_id)
         .where(top.place <= limit)
@@ -92,7 +101,21 @@ def _best_first(c) -> tuple:
 
 def _row(r) -> LeaderboardRow:
     return LeaderboardRow(r.place, r.name, r.id, r.score_ns, r.speedup, r.language, r.created_at,
-                          bool(r.needs_review), r.entrants, r.tflops, r.gbps)
+                          bool(r.needs_review), r.entrants, r.tflops, r.gbps, r.score_low_ns, r.score_high_ns)
+
+
+def mark_ties(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
+    """``rows`` (one board, in place order) with ``tied`` set on each entry whose score's 95%
+    interval overlaps the interval of the entry right above it
+    (:func:`kernelrank.runner.stats.overlap`); entries without an interval are never tied."""
+    out: list[LeaderboardRow] = []
+    for i, row in enumerate(rows):
+        above = rows[i - 1] if i else None
+        tied = (above is not None and None not in (row.score_low_ns, row.score_high_ns, above.score_low_ns,
+                                                   above.score_high_ns)
+                and overlap((row.score_low_ns, row.score_high_ns), (above.score_low_ns, above.score_high_ns)))
+        out.append(replace(row, tied=bool(tied)))
+    return out
 
 
 def boards(session: Session, revision_id: int, limit: int = 100) -> dict[str, list[LeaderboardRow]]:
@@ -101,7 +124,7 @@ def boards(session: Session, revision_id: int, limit: int = 100) -> dict[str, li
     out: dict[str, list[LeaderboardRow]] = {}
     for r in session.execute(ranking_query([revision_id], None, limit)):
         out.setdefault(r.device, []).append(_row(r))
-    return out
+    return {device: mark_ties(rows) for device, rows in out.items()}
 
 
 def leaders(session: Session, revision_ids: Sequence[int]) -> dict[tuple[int, str], LeaderboardRow]:
@@ -123,5 +146,5 @@ def leaderboard(session: Session, problem: str, device: str, limit: int = 100, r
         Invalid: a malformed or ambiguous revision.
     """
     rev = get_revision(session, problem, revision, include_hidden)
-    rows = [_row(r) for r in session.execute(ranking_query([rev.id], device, limit))]
+    rows = mark_ties([_row(r) for r in session.execute(ranking_query([rev.id], device, limit))])
     return rev.revision, rows

@@ -83,7 +83,7 @@ def _run(message: dict[str, Any]) -> dict[str, Any]:
     settings = get_settings()
     try:
         spec = ProblemSpec.from_message(message)
-        options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir, cache_dir=None,
+        options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
                               log_limit=settings.log_limit_bytes, isolation=settings.runner_isolation,
                               hidden_paths=(settings.data_dir.resolve(),))
         result = evaluate(spec, reference_submission(spec), Mode.test.value, DeviceClass.cpu.value, options)

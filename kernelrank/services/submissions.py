@@ -4,8 +4,10 @@ Life of a submission: ``queued`` (created, job sent to the device's queue) -> ``
 reported it started) -> a verdict (``passed``, ``failed``, ``error``, ``timeout``,
 ``compile_error``, ``rejected``) once every expected run has been recorded: ``public`` in every
 mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked only when both runs
-passed, it was made before the problem's deadline and it is not disqualified; its score is the
-public run's ``score_ns``. A ``queued`` submission can be ``cancelled`` by its owner
+passed, it was made before the problem's deadline and it is not disqualified, and its public run
+was neither too noisy to rank nor interpreted (Triton's interpreter on the CPU); its score is the
+public run's paired speedup re-based on the board's calibration (:mod:`kernelrank.services.calibration`),
+with its 95% interval. A ``queued`` submission can be ``cancelled`` by its owner
 or an admin (:func:`cancel_submission`); a runner's later reports about it are dropped. Starts are counted and bounded, and jobs of
 vanished runners requeued, by :mod:`kernelrank.services.jobs`.
 
@@ -32,7 +34,7 @@ from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.queue import device_class, job_time_limit
-from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge
+from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, calibration
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 from kernelrank.vocab import (FINAL_STATUSES, MODES, RUN_KINDS, VERDICTS, Mode, RunKind, SubmissionStatus, Verdict,
                               run_kinds)
@@ -204,7 +206,9 @@ def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _finish_if_complete(session: Session, sub: Submission) -> None:
+def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True) -> None:
+    """Set the verdict once every expected run of the current attempt is in; ``new_run``: a run
+    was just recorded (it may then add to the board's calibration, once)."""
     runs = {r.kind: r for r in session.scalars(select(Run).where(Run.submission_id == sub.id,
                                                                  Run.attempt == sub.attempt))}
     expected = run_kinds(sub.mode)
@@ -221,20 +225,40 @@ def _finish_if_complete(session: Session, sub: Submission) -> None:
     else:
         sub.status = Verdict.passed.value
         sub.message = str(public.result.get("message", ""))
-    sub.speedup = public.result.get("speedup")
+    sub.speedup = _finite(public.result.get("speedup"))
+    low, high = (public.result.get("speedup_ci") or [None, None])[:2]
+    sub.speedup_low, sub.speedup_high = _finite(low), _finite(high)
     head = headline_case(public.result) or {}
     sub.tflops, sub.gbps = head.get("tflops"), head.get("gbps")
     flagged = [runs[k] for k in expected if runs[k].result.get("needs_review")]
     sub.needs_review = bool(flagged) and not failing
     sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None
-    sub.ranked = (sub.mode == Mode.leaderboard and not failing and public.score_ns is not None
+    # a run still too noisy after its extra time, or whose times measure Triton's interpreter, is
+    # not ranked (its verdict stands); the score is re-based on the board's calibration
+    noisy = bool(public.result.get("noisy")) or bool(public.result.get("interpreted"))
+    sub.ranked = (sub.mode == Mode.leaderboard and not failing and public.score_ns is not None and not noisy
                   and sub.disqualified_at is None and takes_ranked(sub.problem_revision.problem, sub.created_at))
     sub.score_ns = public.score_ns if sub.ranked else None
+    sub.score_low_ns, sub.score_high_ns = (_finite(v) for v in ((public.result.get("score_ci_ns") or [None, None])[:2]))
+    if not sub.ranked:
+        sub.score_low_ns = sub.score_high_ns = None
+    if sub.mode == Mode.leaderboard and not failing:
+        cal, changed = (calibration.contribute(session, sub.problem_revision_id, sub.device, public.result)
+                        if new_run else (calibration.get(session, sub.problem_revision_id, sub.device), False))
+        if sub.ranked:
+            calibration.apply(sub, cal)
+        if changed and cal is not None:
+            calibration.rescale(session, cal)
     sub.finished_at = utcnow()
     if sub.guard is None:  # advisory only: stored for admins, never changes the verdict above
         from kernelrank.services import guard
 
         sub.guard = guard.scan(sub.code)
+
+
+def _finite(value: Any) -> float | None:
+    """A stored figure: a finite number, else ``None`` (a runner's report is data)."""
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def get_submission(session: Session, submission_id: int) -> Submission:
@@ -394,7 +418,7 @@ def reinstate(session: Session, submission_id: int) -> Submission:
     sub.disqualified_at = sub.disqualified_reason = sub.disqualified_by_id = None
     session.flush()
     if sub.status in FINAL:
-        _finish_if_complete(session, sub)
+        _finish_if_complete(session, sub, new_run=False)
     return sub
 
 
@@ -416,6 +440,7 @@ def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: boo
         raise Conflict(f"submission {submission_id} is still {sub.status}; requeue it with force if its job is lost")
     sub.attempt += 1
     sub.status, sub.message, sub.score_ns, sub.speedup, sub.ranked = SubmissionStatus.queued.value, "", None, None, False
+    sub.speedup_low = sub.speedup_high = sub.score_low_ns = sub.score_high_ns = None
     sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
     sub.needs_review, sub.review_reason = False, None
     sub.attempts, sub.dispatched_at = 0, utcnow()  # a new attempt gets its own bound of starts

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import datetime as dt
 
-from kernelrank.format import byte_rate, duration, error_figure, flop_rate, number, share, size, speedup
+from kernelrank.format import byte_rate, duration, error_figure, flop_rate, interval, number, share, size, speedup
 
-__all__ = ["FILTERS", "byte_rate", "duration", "error_figure", "flop_rate", "iso", "rate", "share", "size", "speedup", "when"]
+__all__ = ["FILTERS", "byte_rate", "duration", "error_figure", "flop_rate", "interval", "iso", "rate", "share", "size", "speedup", "when"]
 
 
 def rate(value: float | None, unit: str) -> str:
@@ -43,4 +43,5 @@ def iso(value: dt.datetime | None) -> str:
 
 
 FILTERS = {"duration": duration, "error_figure": error_figure, "speedup": speedup, "rate": rate,
-           "flop_rate": flop_rate, "byte_rate": byte_rate, "share": share, "size": size, "when": when, "iso": iso}
+           "flop_rate": flop_rate, "byte_rate": byte_rate, "share": share, "size": size, "when": when, "iso": iso,
+           "interval": interval}

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 
 revision = '0010'
-down_revision = '0008'
+down_revision = '0009'
 branch_labels = None
 depends_on = None
 

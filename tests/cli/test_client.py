@@ -74,7 +74,7 @@ def _judge(job: dict[str, Any], queue: str, work: Path, kind: str) -> dict[str, 
 
     spec = ProblemSpec.from_message(job["problem"])
     device = device_class(queue)
-    options = EvalOptions(scratch_dir=work / "scratch", cache_dir=work / "refcache",
+    options = EvalOptions(scratch_dir=work / "scratch",
                           secret=job["secret_seed"] if kind == "secret" else None)
     result = evaluate(spec, job["source"], "test", device, options)
     result.mode = job["mode"]
@@ -271,11 +271,12 @@ def test_leaderboard_lists_the_ranked_submission(service: Service, ranked: subpr
     assert ranked.returncode == 0, ranked.stderr
     p = service.run("leaderboard", "double", "--server", service.url)
     assert p.returncode == 0, p.stderr
-    for col in ("rank", "user", "score", "speedup", "language", "submitted"):
+    for col in ("rank", "user", "score", "95% interval", "speedup", "language", "submitted"):
         assert col in p.stdout
     line = next(ln for ln in p.stdout.splitlines() if "alice" in ln)
     cells = [c.strip() for c in line.split("│")[1:-1]]
-    assert cells[:5] == ["1", "alice", "250 µs", "2.00×", "pytorch"] and cells[5].startswith("20")
+    # this fake run reports no interval (see the fixture): none shown, and never tied
+    assert cells[:6] == ["1", "alice", "250 µs", "—", "2.00×", "pytorch"] and cells[6].startswith("20")
 
     p = service.run("leaderboard", "double", "--device", "cpu", "--json", "--server", service.url)
     assert p.returncode == 0, p.stderr

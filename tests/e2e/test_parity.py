@@ -85,7 +85,7 @@ def test_service_and_eval_judge_every_kernel_alike(service: Service, tmp_path: P
             ids[path] = int(r.json()["id"])
     # eval as a user would run it: the service's problems, its own cache and scratch folders
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELRANK_")}
-    env.update({"KERNELRANK_CACHE_DIR": str(tmp_path / "cache"), "KERNELRANK_SCRATCH_DIR": str(tmp_path / "scratch"),
+    env.update({"KERNELRANK_SCRATCH_DIR": str(tmp_path / "scratch"),
                 "PYTHONUNBUFFERED": "1"})
     local = {path: _eval(path, env) for path in files}
     remote = wait_for_verdicts(service, service.admin_token, list(ids.values()), timeout=VERDICT_TIMEOUT)

@@ -45,7 +45,7 @@ def main(argv: list[str]) -> int:
     from kernelrank.runner.harness import EvalOptions, evaluate
 
     spec = fast_spec(job["problem"], job["timing_s"], job["mode_budget_s"], job["compile_s"])
-    options = EvalOptions(scratch_dir=Path(job["scratch_dir"]), cache_dir=Path(job["cache_dir"]),
+    options = EvalOptions(scratch_dir=Path(job["scratch_dir"]),
                           secret=int(job["secret_seed"]), log_limit=int(job["log_limit"]))
     out = Path(job["results_dir"])
     for key, source_path, mode in (("attack", job["attack"], "leaderboard"), ("correct", job["correct"], "test")):

@@ -121,3 +121,33 @@ def test_finite_failure_figures_are_finite_and_count_no_non_finite() -> None:
     assert c.max_abs_error == 2.0 and c.max_rel_error == 2.0 and "infinite" not in c.message
     c = check_output(torch.tensor([1.0, float("inf"), float("nan"), 0.5]), ref, 1e-3, 1e-3)
     assert c.max_abs_error == 0.5 and c.max_rel_error == math.inf  # 0.5 where the reference is 0
+
+
+def test_without_figures_the_verdict_is_the_same() -> None:
+    """``figures=False`` (timed calls' outputs) decides exactly as the full rule, on passing outputs
+    (tiny differences, equal infinities, NaN against NaN) and failing ones (a NaN, an infinity
+    against a number, a value just outside), and gives a failing output its figures all the same."""
+    g = torch.Generator().manual_seed(11)
+    ref = torch.randn(1000, generator=g)
+    cases = {"equal": ref.clone(), "within": ref + 1e-7 * ref.abs(), "outside": ref.clone()}
+    cases["outside"][3] += 1.0
+    both_inf, both_nan = ref.clone(), ref.clone()
+    both_inf[5] = both_nan[7] = 0.0
+    for name, out, reference in [(n, o, ref) for n, o in cases.items()] + [
+            ("equal infinities", *_with(ref, 5, float("inf"))), ("NaN against NaN", *_with(ref, 7, float("nan"))),
+            ("NaN against a number", _with(ref, 9, float("nan"))[0], ref),
+            ("infinity against a number", _with(ref, 9, float("inf"))[0], ref)]:
+        full = check_output(out, reference, 1e-6, 1e-5)
+        quick = check_output(out, reference, 1e-6, 1e-5, figures=False)
+        assert quick.passed == full.passed, name
+        if name in cases and full.passed:  # finite differences within bounds: no figures computed
+            assert quick.max_abs_error is None and quick.numel == full.numel
+        else:  # a failing output, or equal non-finite values: the full rule's result, figures and all
+            assert quick == full, name
+
+
+def _with(t: torch.Tensor, i: int, value: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two copies of ``t`` holding ``value`` at ``i``."""
+    a, b = t.clone(), t.clone()
+    a[i] = b[i] = value
+    return a, b

@@ -8,15 +8,8 @@ import random
 import pytest
 
 from kernelrank.runner.integrity import Integrity
-from kernelrank.runner.timing import (
-    BATCH_FLOOR_NS,
-    CpuTimer,
-    CudaTimer,
-    cuda_call_ns,
-    judge_batches,
-    runner_overhead,
-    tail_bound,
-)
+from kernelrank.runner.stats import BATCH_FLOOR_NS, judge_batches, runner_overhead
+from kernelrank.runner.timing import CpuTimer, CudaTimer, cuda_call_ns, tail_bound
 from tests.runner.simgpu import SimGPU, SimStream
 
 
@@ -235,3 +228,31 @@ def test_cuda_graph_is_a_cuda_timing_flag_only() -> None:
     bad["timing"]["cpu"]["cuda_graph"] = True
     with pytest.raises(ValueError, match="cuda_graph"):
         type(d).model_validate(bad)
+
+
+def test_the_paired_judge_judges_both_sides_in_batches_on_cuda() -> None:
+    """On CUDA the harness judges a case's claims in batches against the overhead of the
+    reference's own requests (same path): a side whose claims hide 20 µs per call counts for
+    what the judge's clock saw; on the CPU the per-request rule stays."""
+    from kernelrank.runner.harness import _Paired, _Side
+    from kernelrank.runner.results import CaseResult
+
+    rng = random.Random(7)
+    n = 256
+    ref_claims = [50_000] * n
+    ref_windows = [c + 80_000 + int(rng.gauss(0, 5_000)) for c in ref_claims]
+    sub_claims = [10_000] * n  # claims 10 µs, really 30 µs: 20 µs per call hidden
+    sub_windows = [30_000 + 80_000 + int(rng.gauss(0, 5_000)) for _ in range(n)]
+
+    def paired(batched: bool) -> _Paired:
+        p = _Paired(CaseResult("benchmark", 0, {}, True, "ok"), _Side("submission", None), _Side("reference", None),
+                    batched=batched)
+        p.sub.claims, p.sub.windows = list(sub_claims), list(sub_windows)
+        p.ref.claims, p.ref.windows = list(ref_claims), list(ref_windows)
+        return p
+
+    sub, ref, _ = paired(True).judged()
+    assert 24_000 < sum(sub) / n < 31_000  # the hidden 20 µs counted, less the batch allowance (~4 µs)
+    assert 49_000 < sum(ref) / n <= 51_000  # an honest side keeps its claims
+    sub_cpu, _, _ = paired(False).judged()
+    assert sum(sub_cpu) / n < 12_000  # per request, most of the 20 µs hides inside the jitter allowance

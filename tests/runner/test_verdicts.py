@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelrank.runner import stats
 from kernelrank.runner.harness import EvalOptions, evaluate
 from kernelrank.runner.results import Status
 from tests.conftest import submission
@@ -128,79 +129,37 @@ def test_timed_modes_report_statistics(double, options) -> None:
     bench = [c for c in r.cases if c.kind == "benchmark"]
     assert len(bench) == 2
     for c in bench:
-        t = c.timing
-        assert t["runs"] >= 3 and t["min_ns"] <= t["median_ns"] <= t["max_ns"]
-        assert t["min_ns"] <= t["mean_ns"] <= t["max_ns"]
-        assert c.ref_mean_ns and c.speedup == pytest.approx(c.ref_mean_ns / t["mean_ns"])
+        for t in (c.timing, c.ref_timing):  # both sides, timed in pairs
+            assert t["runs"] >= 1 and t["min_ns"] <= t["median_ns"] <= t["max_ns"]
+            assert t["min_ns"] <= t["mean_ns"] <= t["max_ns"]
+        assert c.ref_mean_ns == c.ref_timing["mean_ns"] and c.speedup_ci[0] <= c.speedup <= c.speedup_ci[1]
         assert c.gbps > 0 and c.wall_check["passed"]
     assert r.score_ns is None and r.speedup > 0
 
 
-def test_leaderboard_scores_geometric_mean_and_checks_every_call(double, options) -> None:
+def test_leaderboard_scores_and_checks_every_call(double, options) -> None:
     r = _run(double, "double_ok.py", options, mode="leaderboard")
     assert r.status is Status.passed, r.message
     bench = [c for c in r.cases if c.kind == "benchmark"]
-    # every timed call's output was checked (those timed again too), plus the warm-up's first output
-    assert all(c.checked == c.timing["runs"] + c.wall_check["preempted_requests"] + 1 for c in bench)
-    means = [c.timing["mean_ns"] for c in bench]
-    assert r.score_ns == pytest.approx((means[0] * means[1]) ** 0.5)
-
-
-def test_requests_the_machine_took_are_timed_again_on_new_inputs(double, options, monkeypatch) -> None:
-    """Every request looks preempted: at most the capped share is left out, each left-out call's
-    output is still checked, and every request of a case gets inputs of its own seed (a call
-    timed again is never a replay of the inputs it was first given)."""
-    from kernelrank.runner import harness
-
-    seeds: list[tuple[str, int, int]] = []  # (who: reference or submission, N, seed)
-    inputs = harness._Evaluation._inputs
-
-    def recording(self, case, seed):
-        seeds.append((self._where.split()[0], case.params["N"], seed))
-        return inputs(self, case, seed)
-
-    monkeypatch.setattr(harness, "preempted", lambda *args: True)
-    monkeypatch.setattr(harness._Evaluation, "_inputs", recording)
-    r = _run(double, "double_ok.py", options, mode="leaderboard")
-    assert r.status is Status.passed, r.message
-    for c in (c for c in r.cases if c.kind == "benchmark"):
-        left_out, runs = c.wall_check["preempted_requests"], c.timing["runs"]
-        assert left_out >= harness.PREEMPTED_MIN and runs >= 1
-        assert left_out <= max(harness.PREEMPTED_MIN, harness.PREEMPTED_MAX_SHARE * (runs + left_out)) + 1
-        assert c.checked == runs + left_out + 1
-        for who in ("reference", "benchmark"):
-            mine = [s for w, n, s in seeds if w == who and n == c.spec["N"]]
-            assert mine and len(mine) == len(set(mine)), who
-
-
-def test_no_request_is_timed_again_when_the_call_starts_a_task(double, options, monkeypatch) -> None:
-    """A call that starts (and waits for) a process or thread could use it to keep the CPUs from its
-    own threads and look preempted: requests during which any task was created always count."""
-    from kernelrank.runner import harness
-
-    monkeypatch.setattr(harness, "preempted", lambda *args: True)
-    r = _run(double, "process_inside_call.py", options, mode="leaderboard")
-    assert r.status is Status.passed, r.message
-    bench = [c for c in r.cases if c.kind == "benchmark"]
-    assert bench and all(c.wall_check["preempted_requests"] == 0 for c in bench)
+    # every timed call's output was checked, plus the warm-up's first output
+    assert all(c.checked == c.timing["runs"] + 1 for c in bench)
+    times = [c.time_ns for c in bench]
+    assert r.score_ns == pytest.approx((times[0] * times[1]) ** 0.5)
 
 
 def test_escaping_the_timed_region_is_rejected(double, options) -> None:
+    """30 ms of busy work per call outside the claimed interval. Each call counts for the judge's
+    window anyway, so the lie gains nothing; and where the calling thread's CPU time shows the work
+    (any machine not so busy that the claims themselves are mostly waiting), it is rejected."""
     r = _run(double, "untimed_work.py", options, mode="benchmark")
-    assert r.status is Status.rejected, r.message
-    assert "wall clock" in r.message
-
-
-def test_reference_timings_are_cached_per_revision(double, options) -> None:
-    from kernelrank.runner.refcache import ReferenceCache
-
-    _run(double, "double_ok.py", options, mode="benchmark")
-    cache = ReferenceCache(options.cache_dir)
-    from kernelrank.runner.devices import cpu_threads, device_info
-
-    have = cache.load(double.revision, device_info("cpu", cpu_threads(0)).key, "benchmark")
-    assert len(have) == 2 and all(t.mean_ns > 0 for t in have.values())
-    assert cache.load("another-revision", device_info("cpu", cpu_threads(0)).key, "benchmark") == {}
+    if r.status is Status.rejected:
+        assert "wall clock" in r.message
+        return
+    assert r.status is Status.passed, r.message
+    bench = [c for c in r.cases if c.kind == "benchmark"]
+    assert all(c.wall_check["main_unexplained_low_ns"] < 2 * stats.MAIN_OVERHEAD_FLOOR_NS for c in bench), \
+        "the CPU time showed the work, yet the lie was not rejected"
+    assert r.speedup_ci[1] < 1.0, r.speedup_ci  # the reference's ~0.1 ms calls against 30 ms and more
 
 
 def test_profile_mode_gives_table_and_trace(double, options) -> None:

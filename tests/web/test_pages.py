@@ -418,6 +418,35 @@ def test_duration_units(ns: float | None, text: str) -> None:
     assert duration(ns) == text
 
 
+@pytest.mark.parametrize("value,kind,text", [
+    ([4_510_000, 4_630_000], "duration", "4.51–4.63 ms"), ([900, 1_200], "duration", "0.9–1.2 µs"),
+    ([0.98, 1.05], "speedup", "0.98–1.05×"), ([0.5, "Infinity"], "speedup", "0.5–∞"),
+    ([0.0, "Infinity"], "duration", "0 ns–∞"), (None, "duration", "—"), (["x", 1.0], "speedup", "—")])
+def test_interval_text(value, kind: str, text: str) -> None:
+    """A 95% interval as the pages show it; infinity, as stored results write it, reads ∞."""
+    from kernelrank.web.format import interval
+
+    assert interval(value, kind) == text
+
+
+def test_submission_page_shows_paired_figures(client: TestClient, world: World, browser_for) -> None:
+    """A passing leaderboard run: the speedup and time intervals per case, and the run's marks."""
+    from tests.api.conftest import submit
+
+    sid = submit(client, world.tokens["alice"], "softmax", mode="leaderboard").json()["id"]
+    case = {"kind": "benchmark", "index": 0, "spec": {"N": 1}, "passed": True, "message": "ok",
+            "timing": {"runs": 30, "mean_ns": 2000.0, "std_ns": 10.0, "min_ns": 1900.0, "max_ns": 2100.0},
+            "ref_mean_ns": 3000.0, "speedup": 1.5, "speedup_ci": [1.4, 1.6], "time_ns": 2000.0,
+            "time_ci_ns": [1875.0, 2143.0], "noisy": True}
+    record(sid, "public", {"status": "passed", "message": "ok", "cases": [case], "score_ns": 2000.0,
+                           "speedup": 1.5, "speedup_ci": [1.4, 1.6], "score_ci_ns": [1875.0, 2143.0], "noisy": True})
+    record(sid, "secret", {"status": "passed", "message": "ok", "cases": []})
+    r = browser_for("alice").get(f"/submissions/{sid}")
+    assert r.status_code == 200
+    assert "1.4–1.6×" in r.text and "1.88–2.14 µs" in r.text and "Too noisy to rank" in r.text
+    assert "(not ranked)" in r.text
+
+
 def test_submission_page_shows_non_finite_error_figures(client: TestClient, world: World, browser_for) -> None:
     """Stored results write inf and NaN as "Infinity" and "NaN"; the page shows them, it does not fail."""
     from tests.api.conftest import submit

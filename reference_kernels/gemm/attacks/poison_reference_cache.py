@@ -3,18 +3,17 @@
 Class: writing outside the working folder (poisoning the judge's reference-timing cache)
 Expected: error|rejected
 
-The judge caches the reference's timings per problem revision, device and mode, and uses the
-reference's "unexplained" wall time per call to calibrate its wall-clock cross-check. Everything
-needed to name that cache file is public and importable in the child (the revision hash of the
-problem's files, the device key, the file layout). On loading, the submission finds the judge's
-cache folder (``KERNELRANK_CACHE_DIR`` in the judge's environment, ``~/.cache/kernelrank`` of the
-judge's home, or a ``cache/reference`` folder next to its own scratch folder) and writes entries
-for every benchmark case with a huge reference time and a huge unexplained time, so the
-cross-check allows anything and every speedup looks enormous; then it claims 1 µs per call. The
-kernel is honest, so every output is right. If it cannot write any cache folder it raises.
+The judge used to cache the reference's timings per problem revision, device and mode, the
+denominators of every speedup, in its cache folder (``KERNELRANK_CACHE_DIR`` in the judge's
+environment, or ``~/.cache/kernelrank`` of the judge's home); since issue 14 the reference is timed
+in the same run as the submission and no cache feeds any figure. The attack still tries what
+worked against a cache: on loading, it finds the judge's cache folder and writes entries for every
+benchmark case with a huge reference time and a huge per-call overhead, then claims 1 µs per call.
+The kernel is honest, so every output is right. If it cannot write any such folder it raises.
 
 A working defence keeps everything outside the child's folder read-only or invisible to it (a
-mount namespace, another user), so the write fails.
+mount namespace, another user), so the write fails; and nothing of the judge's is read back from
+where a submission could have written.
 """
 
 import os
@@ -43,38 +42,31 @@ def _cache_roots():
         roots.append(Path(env["KERNELRANK_CACHE_DIR"]))
     if env.get("HOME"):
         roots.append(Path(env["HOME"]) / ".cache" / "kernelrank")
-    here = Path.cwd().resolve()
-    for up in list(here.parents)[:3]:
-        try:
-            roots += [p.parent for p in up.glob("*/reference") if p.is_dir()]
-        except OSError:
-            pass
-    return [r for r in dict.fromkeys(roots) if (r / "reference").is_dir()]
+    return [r for r in dict.fromkeys(roots) if r.is_dir()]
 
 
 def _poison():
+    import hashlib
+    import json
+
     from kernelrank.problems import load_problem
-    from kernelrank.runner.devices import device_info
-    from kernelrank.runner.refcache import ReferenceCache, ReferenceTiming, case_key
 
     problem = load_problem("gemm")
-    timings = {}
+    entries = {}
     for device in ("cpu", "cuda"):
         for case in problem.definition.benchmark_cases(device):
-            timings[case_key(case.params)] = ReferenceTiming(mean_ns=_HUGE, overhead_ns=_HUGE)
-    keys = {device_info("cpu", torch.get_num_threads()).key}
-    if torch.cuda.is_available():
-        keys.add(device_info("cuda").key)
+            key = json.dumps(case.params, sort_keys=True, separators=(",", ":"))
+            entries[key] = {"mean_ns": _HUGE, "overhead_ns": _HUGE, "main_overhead_ns": _HUGE}
     poisoned = []
     for root in _cache_roots():
-        cache = ReferenceCache(root)
-        for key in keys:
-            for mode in ("leaderboard", "benchmark"):
-                try:
-                    cache.store(problem.revision, key, mode, timings)
-                    poisoned.append(str(root))
-                except OSError:
-                    pass
+        for mode in ("leaderboard", "benchmark"):
+            name = hashlib.sha256(f"{problem.revision}|{mode}".encode()).hexdigest()[:32]
+            try:
+                (root / "reference").mkdir(exist_ok=True)
+                (root / "reference" / f"{problem.revision[:16]}-{mode}-{name}.json").write_text(json.dumps(entries))
+                poisoned.append(str(root))
+            except OSError:
+                pass
     return sorted(set(poisoned))
 
 

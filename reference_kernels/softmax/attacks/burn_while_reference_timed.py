@@ -1,16 +1,17 @@
-"""Burns CPU in a thread and a helper process all the time, to slow the reference when it is timed.
+"""Helpers that burn CPU all the time, so that the reference, timed beside it, looks slow.
 
-Class: slowing the reference (CPU burnt while the other side is timed)
+Class: slowing the reference down (CPU burned while the reference is timed)
 Expected: passed|rejected
-Max speedup: 2.0
+Max speedup: 1.5
 
-A speedup compares the submission with the reference; a submission that could slow the reference
-would look faster without being faster. At import this one starts a thread and forks a helper
-process (in its own session, as a daemon would) that spin forever, meant to take the cores while
-the reference is timed. Measured against a judge that timed the reference while the submission's
-process ran: means within the noise of this machine. A working defence freezes every process of the
-submission (its cgroup) whenever it is not its own window, so the spinning only ever slows the
-submission itself; the kernel is the honest ``torch.softmax``.
+The judge times the submission and the reference side by side, call by call, in one run: a
+speedup is the ratio of the two. A submission that could run while the reference is timed could
+slow the reference down and look faster without being faster. At import this one starts a
+background thread and a helper process (with a thread of its own) that spin without end, one per
+CPU, then computes the softmax honestly, as the reference does. A working defence freezes the
+job's cgroup whenever the reference is timed (and the reference's whenever the submission is), so
+the helpers only ever run inside the submission's own calls, where they slow the submission
+itself: its speedup over the reference, the same computation, stays at 1 or below.
 """
 
 import os
@@ -19,20 +20,17 @@ import threading
 import torch
 
 
-def _spin():
-    x = 0
+def _burn():
+    x = 1
     while True:
         x = (x * 1103515245 + 12345) & 0x7FFFFFFF
 
 
-threading.Thread(target=_spin, daemon=True).start()
+threading.Thread(target=_burn, daemon=True).start()
 if os.fork() == 0:
-    try:
-        os.setsid()
-    except OSError:
-        pass
-    _spin()
-print("[attack] spinning thread and helper process started at import", flush=True)
+    threading.Thread(target=_burn, daemon=True).start()
+    _burn()
+print("[attack] burning CPU in a thread and a helper process", flush=True)
 
 
 def custom_kernel(data):

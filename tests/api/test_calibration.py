@@ -1,0 +1,122 @@
+"""Scores re-based on each board's calibration, their intervals, and ties on the leaderboard
+(``kernelrank.services.calibration``, ``services.leaderboard.mark_ties``), through the API."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tests.api.conftest import World, record, submit
+
+
+def paired_result(speedup: float, half_width: float, reference_ns: list[float], **extra: Any) -> dict[str, Any]:
+    """A passing leaderboard run as the harness reports it: per benchmark case this run's
+    reference time, the run's speedup with its interval, its own-basis score."""
+    low, high = speedup * (1 - half_width), speedup * (1 + half_width)
+    basis = math.exp(sum(math.log(t) for t in reference_ns) / len(reference_ns))
+    cases = [{"kind": "benchmark", "index": i, "speedup": speedup, "pairing": {"reference_run_ns": t}}
+             for i, t in enumerate(reference_ns)]
+    return {"status": "passed", "mode": "leaderboard", "message": "", "cases": cases, "speedup": speedup,
+            "speedup_ci": [low, high], "score_ns": basis / speedup, "score_ci_ns": [basis / high, basis / low],
+            "basis": "run", "logs": {"stdout": "", "stderr": ""}, **extra}
+
+
+def _entry(client: TestClient, world: World, user: str, public: dict[str, Any]) -> int:
+    r = submit(client, world.tokens[user], "softmax", mode="leaderboard")
+    assert r.status_code == 202, r.text
+    sid = r.json()["id"]
+    record(sid, "public", public)
+    record(sid, "secret", {"status": "passed", "mode": "leaderboard", "message": "", "cases": []})
+    return sid
+
+
+def _board(client: TestClient) -> list[dict[str, Any]]:
+    r = client.get("/api/v1/leaderboards/softmax/cpu")
+    assert r.status_code == 200, r.text
+    return r.json()["rows"]
+
+
+def _calibration(world: World) -> Any:
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import calibration
+    from kernelrank.services.problems import get_revision
+
+    with session_scope() as s:
+        rev = get_revision(s, "softmax", None, True)
+        cal = calibration.get(s, rev.id, "cpu")
+        return None if cal is None else (cal.runs, list(cal.reference_ns), cal.final)
+
+
+def test_scores_are_based_on_the_boards_calibration(client: TestClient, world: World) -> None:
+    """The first run sets a provisional calibration (its reference times); each later run until the
+    fifth moves it (per case, the median), and every ranked score of the board is re-based on it;
+    then it is final. Ranking order is the speedups' order throughout."""
+    bob = _entry(client, world, "bob", paired_result(2.0, 0.05, [1000.0, 4000.0]))
+    assert _calibration(world) == (1, [1000.0, 4000.0], False)
+    rows = _board(client)
+    assert rows[0]["score_ns"] == pytest.approx(2000.0 / 2.0)  # G(1000, 4000) = 2000
+    assert rows[0]["score_ci_ns"] == pytest.approx([2000.0 / 2.1, 2000.0 / 1.9])
+
+    # the machine was twice as slow for alice's run: her reference times are twice bob's
+    alice = _entry(client, world, "alice", paired_result(1.0, 0.05, [2000.0, 8000.0]))
+    runs, reference, final = _calibration(world)
+    assert (runs, final) == (2, False) and reference == [1500.0, 6000.0]
+    basis = 3000.0  # G(1500, 6000)
+    rows = _board(client)
+    assert [(r["user"], r["submission_id"]) for r in rows] == [("bob", bob), ("alice", alice)]
+    assert rows[0]["score_ns"] == pytest.approx(basis / 2.0) and rows[1]["score_ns"] == pytest.approx(basis / 1.0)
+    assert rows[0]["score_ci_ns"] == pytest.approx([basis / 2.1, basis / 1.9])
+
+    for i in range(3):  # three more runs: the calibration is final after five
+        _entry(client, world, "root", paired_result(0.5, 0.05, [1000.0 * (i + 1), 4000.0]))
+    runs, reference, final = _calibration(world)
+    # per case the median of the five: (1000, 2000, 1000, 2000, 3000) and (4000, 8000, 4000, 4000, 4000)
+    assert (runs, final) == (5, True) and reference == [2000.0, 4000.0]
+    _entry(client, world, "root", paired_result(0.5, 0.05, [9e9, 9e9]))  # a sixth run changes nothing
+    assert _calibration(world) == (5, [2000.0, 4000.0], True)
+    assert _board(client)[0]["score_ns"] == pytest.approx(math.sqrt(2000.0 * 4000.0) / 2.0)
+
+
+def test_entries_whose_intervals_overlap_are_tied(client: TestClient, world: World) -> None:
+    ref = [1000.0, 1000.0]
+    _entry(client, world, "bob", paired_result(2.0, 0.02, ref))  # 490..510 ns
+    _entry(client, world, "alice", paired_result(1.95, 0.02, ref))  # 503..523 ns: overlaps bob's
+    _entry(client, world, "root", paired_result(1.0, 0.02, ref))  # 980..1020 ns: clearly behind
+    rows = _board(client)
+    assert [(r["user"], r["tied"]) for r in rows] == [("bob", False), ("alice", True), ("root", False)]
+    page = client.get("/problems/softmax")
+    assert page.status_code == 200 and 'class="tied"' in page.text and "95% interval" in page.text
+
+
+def test_noisy_and_interpreted_runs_pass_unranked(client: TestClient, world: World) -> None:
+    noisy = _entry(client, world, "bob", paired_result(2.0, 0.3, [1000.0, 1000.0], noisy=True))
+    interpreted = _entry(client, world, "alice", {"status": "passed", "mode": "leaderboard", "message": "interpreted",
+                                                  "cases": [], "score_ns": None, "speedup": None, "interpreted": True,
+                                                  "logs": {"stdout": "", "stderr": ""}})
+    for sid in (noisy, interpreted):
+        body = client.get(f"/api/v1/submissions/{sid}", headers={"Authorization": f"Bearer {world.tokens['root']}"}).json()
+        assert body["status"] == "passed" and not body["ranked"] and body["score_ns"] is None
+    assert _board(client) == []
+    assert _calibration(world) is None  # a noisy run calibrates nothing
+
+
+def test_reinstating_does_not_count_a_run_twice(client: TestClient, world: World) -> None:
+    from sqlalchemy import select
+
+    from kernelrank.db.models import User
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import submissions
+
+    sid = _entry(client, world, "bob", paired_result(2.0, 0.05, [1000.0, 1000.0]))
+    with session_scope() as s:
+        admin = s.scalar(select(User).where(User.name == "root"))
+        submissions.disqualify(s, admin, sid, "checking")
+    assert _board(client) == []
+    with session_scope() as s:
+        submissions.reinstate(s, sid)
+    assert _calibration(world)[0] == 1
+    rows = _board(client)
+    assert rows[0]["submission_id"] == sid and rows[0]["score_ci_ns"] is not None

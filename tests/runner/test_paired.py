@@ -1,0 +1,136 @@
+"""The submission and the reference timed side by side, in one run, on the same fresh inputs
+(``harness._Evaluation._time_case``), on the test-only problem ``double`` (small budgets)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from kernelrank.runner import harness
+from kernelrank.runner.harness import evaluate
+from kernelrank.runner.results import EvalResult, Status
+from tests.conftest import submission
+
+
+def _bench(r: EvalResult) -> list:
+    return [c for c in r.cases if c.kind == "benchmark"]
+
+
+def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, options, monkeypatch) -> None:
+    """Every prepared input set (one seed each, none used twice in a case) is placed for the
+    submission and the reference one right after the other, and the pairs alternate which side
+    goes first."""
+    placed: list[int] = []  # id of the data placed, in order
+    seeds: list[tuple[int, int]] = []
+    place, inputs = harness._Evaluation._place, harness._Evaluation._inputs
+
+    def recording_place(self, child, data, ref):
+        placed.append(id(data))
+        return place(self, child, data, ref)
+
+    def recording_inputs(self, case, seed):
+        seeds.append((case.params["N"], seed))
+        return inputs(self, case, seed)
+
+    monkeypatch.setattr(harness._Evaluation, "_place", recording_place)
+    monkeypatch.setattr(harness._Evaluation, "_inputs", recording_inputs)
+    events: list[dict] = []
+    r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
+    assert r.status is Status.passed, r.message
+    pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}
+    total = 0
+    for c in _bench(r):
+        mine = [s for n, s in seeds if n == c.spec["N"]]
+        assert len(mine) == len(set(mine)), "an input set was generated twice from one seed"
+        recorded = pairs[c.index]
+        assert len(recorded) == c.pairing["pairs"] == c.timing["runs"] == c.ref_timing["runs"]
+        orders = [p[0] for p in recorded]
+        assert orders == [1 - i % 2 for i in range(len(orders))]  # submission first on even pairs
+        assert c.checked == c.pairing["pairs"] + 1  # every timed output, and the first warm-up one
+        total += len(recorded)
+    # the warm-up's set is placed once per side too; each timed pair's set twice in a row
+    assert sum(1 for a, b in zip(placed, placed[1:]) if a == b) >= total
+
+
+def test_case_figures_are_paired(double, options) -> None:
+    r = evaluate(double.spec(), submission("double_ok.py"), "benchmark", "cpu", options)
+    assert r.status is Status.passed, r.message
+    for c in _bench(r):
+        low, high = c.speedup_ci
+        assert 0 < low <= c.speedup <= high
+        assert c.ref_timing["runs"] == c.timing["runs"] >= 1
+        assert c.reference_ns == pytest.approx(c.pairing["reference_run_ns"])
+        assert c.time_ns == pytest.approx(c.reference_ns / c.speedup)
+        assert c.time_ci_ns[0] <= c.time_ns <= c.time_ci_ns[1]
+        assert 0 < c.pairing["timed_share"] < 1
+        assert c.pairing["wall_s"] >= c.pairing["prepare_s"] + c.pairing["check_s"]
+    assert r.speedup_ci[0] <= r.speedup <= r.speedup_ci[1]
+    assert r.score_ns is None and r.basis == "run"  # benchmark mode: no score
+
+
+def test_leaderboard_score_is_the_geometric_mean_of_the_cases_times(double, options) -> None:
+    r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options)
+    assert r.status is Status.passed, r.message
+    bench = _bench(r)
+    assert r.score_ns == pytest.approx(math.prod(c.time_ns for c in bench) ** (1 / len(bench)))
+    assert r.score_ci_ns[0] <= r.score_ns <= r.score_ci_ns[1]
+    assert r.speedup == pytest.approx(math.prod(c.speedup for c in bench) ** (1 / len(bench)))
+    data = r.to_dict()
+    back = EvalResult.from_dict(data)
+    assert back.score_ci_ns == pytest.approx(r.score_ci_ns) and back.cases[-1].speedup_ci == pytest.approx(bench[-1].speedup_ci)
+
+
+def test_a_calibration_is_the_basis_of_the_score(double, options) -> None:
+    """With the service's calibration (reference times per case), each case's time is that over
+    its paired speedup; the run's own reference times are still reported."""
+    calibrated = replace(options, calibration_ns=(1e6, 4e6))
+    r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", calibrated)
+    assert r.status is Status.passed, r.message
+    assert r.basis == "calibration"
+    for c, basis in zip(_bench(r), (1e6, 4e6)):
+        assert c.reference_ns == basis and c.time_ns == pytest.approx(basis / c.speedup)
+        assert c.pairing["reference_run_ns"] > 0
+    assert r.score_ns == pytest.approx(2e6 / r.speedup)
+    with pytest.raises(ValueError, match="calibration"):
+        evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", replace(options, calibration_ns=(1e6,)))
+
+
+def test_a_burner_gains_nothing_while_the_reference_is_timed(double, options) -> None:
+    """A background thread and a helper process that burn CPU without end: frozen with the job
+    outside its own windows, they used no CPU while the reference was timed (the reference's
+    cgroup figures say so), so they cannot slow it; they slow only the submission itself."""
+    r = evaluate(double.spec(), submission("burn_background.py"), "leaderboard", "cpu", options)
+    assert r.status is Status.passed, r.message
+    if r.isolation.get("containment") == "none":
+        pytest.skip("no cgroup on this machine: the submission cannot be frozen")
+    for c in _bench(r):
+        assert c.pairing["submission_cpu_in_reference_windows_ns"] == 0, c.pairing
+        assert c.pairing["reference_cpu_in_submission_windows_ns"] == 0, c.pairing
+    # and it gained nothing: its speedup over the reference (the same computation) is not above 1
+    # beyond the measurement's own uncertainty
+    assert r.speedup_ci[0] <= 1.0, (r.speedup, r.speedup_ci)
+
+
+def test_a_failing_reference_is_the_judges_error(double, options) -> None:
+    """The reference's child failing is not a verdict on the submission: the judge raises."""
+    broken = double.spec().reference_source.replace("    return data[0] * 2\n",
+                                                     "    import os\n    if os.environ.get('USER') == 'kernelrank-sandbox': os._exit(3)\n"
+                                                     "    return data[0] * 2\n")
+    assert broken != double.spec().reference_source
+    spec = double.spec().__class__(double.definition, broken, "broken-reference")
+    with pytest.raises(RuntimeError, match="reference"):
+        evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
+
+
+def test_a_noisy_case_is_marked_and_the_run_says_so(double, options, monkeypatch) -> None:
+    """A case whose interval never narrows enough: after its budget and extra time it is marked
+    noisy, and so is the run (which the service does not rank)."""
+    timing = {k: v.model_copy(update={"noisy_above": 1e-9, "cap": 1.5}) for k, v in double.definition.timing.items()}
+    spec = double.spec().__class__(double.definition.model_copy(update={"timing": timing}),
+                                   double.spec().reference_source, double.revision)
+    r = evaluate(spec, submission("double_ok.py"), "leaderboard", "cpu", options)
+    assert r.status is Status.passed, r.message
+    assert r.noisy and all(c.noisy for c in _bench(r))
+    assert "too noisy to rank" in r.message
