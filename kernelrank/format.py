@@ -158,7 +158,7 @@ def interval(value: Sequence[float | str | None] | None, kind: str = "duration")
         return MISSING
     high = _finite(value[1])
     if kind == "speedup":
-        return f"{significant(low)}–{significant(high) if high is not None else '∞'}×"
+        return f"{significant(low)}–{significant(high)}×" if high is not None else f"{significant(low)}×–∞"
     if high is None:
         return f"{duration(low)}–∞"
     top, unit = _scaled(high, TIME_UNITS)

@@ -135,6 +135,26 @@ class JobGroup:
             self.remove()
             raise
 
+    @classmethod
+    def existing(cls, name: str, layout: Layout) -> "JobGroup":
+        """The group ``name`` as it already is in each hierarchy of ``layout`` (made by another
+        judge), to kill and remove it; nothing is created.
+
+        Raises:
+            CgroupError: the layout has no freezer.
+        """
+        if layout.freezer is None:
+            raise CgroupError("this host offers no writable cgroup freezer")
+        group = cls.__new__(cls)
+        group.layout, group.name, group.limits = layout, name, {}
+        group.freezer_kind, mount = layout.freezer
+        group.freezer_dir = mount / PARENT / name
+        group.dirs = [group.freezer_dir]
+        for _kind, cmount in layout.controllers.values():
+            if cmount != mount and cmount / PARENT / name not in group.dirs:
+                group.dirs.append(cmount / PARENT / name)
+        return group
+
     def _make(self, mount: Path) -> Path:
         parent = mount / PARENT
         try:
@@ -182,18 +202,12 @@ class JobGroup:
         return {int(x) for x in text.split()}
 
     def live_pids(self) -> set[int]:
-        """Members that are not zombies (a zombie runs nothing; its parent, possibly the host's
-        init, reaps it in its own time)."""
-        live = set()
-        for pid in self.pids():
-            try:
-                with open(f"/proc/{pid}/stat", "rb") as f:
-                    raw = f.read()
-            except OSError:
-                continue
-            if raw[raw.rfind(b")") + 2:][:1] != b"Z":
-                live.add(pid)
-        return live
+        """Members with a thread that is not a zombie. A zombie process runs nothing (its parent,
+        possibly the host's init, reaps it in its own time), but a *zombie leader* (a main thread
+        that ended with ``pthread_exit``) can head threads that still run: ``/proc/<pid>/stat``
+        says ``Z`` for it while ``/proc/<pid>/task/<tid>/stat`` says ``R``. Such a process is
+        live (judging it by its leader's state let one outlive its job, spinning)."""
+        return {pid for pid in self.pids() if _has_live_thread(pid)}
 
     def tasks(self) -> list[tuple[int, int]]:
         """``(pid, tid)`` of every thread of every process in the group."""
@@ -295,11 +309,13 @@ class JobGroup:
                     self.freeze(timeout=1.0)
                 except CgroupError:
                     pass
-                for pid in members:
-                    try:
-                        os.kill(pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+            # also a process-directed SIGKILL to each member: cgroup.kill passes over a zombie
+            # leader whose threads still run (seen on Linux 6.18), a kill(2) of its pid does not
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
             try:
                 self.thaw()
             except CgroupError:
@@ -322,11 +338,66 @@ class JobGroup:
                     time.sleep(0.01)  # tasks just killed leave the group asynchronously
 
 
+def _has_live_thread(pid: int) -> bool:
+    """Whether a thread of process ``pid`` is neither a zombie nor dead (``/proc/<pid>/task``)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                raw = f.read()
+        except OSError:
+            continue
+        if raw[raw.rfind(b")") + 2:][:1] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+def _judge_pid(name: str) -> int | None:
+    """The judge's pid in a group name ``job-<judge pid>-<n>``, else ``None``."""
+    parts = name.split("-")
+    if len(parts) == 3 and parts[0] == "job" and parts[1].isdigit():
+        return int(parts[1])
+    return None
+
+
+def sweep_stale(layout: Layout) -> list[str]:
+    """Kill and remove the job groups whose judge is gone; returns their names.
+
+    A judge killed outright (SIGKILL, a runner's machine restarted without a reboot, pytest's
+    timeout) cannot clean up, and its child stays frozen in its group forever (a frozen process
+    does not even notice that its socket closed). Every new group first sweeps the groups named
+    after a judge pid that no longer exists. Runners sharing one cgroup tree are assumed to share
+    one PID namespace (true on one host; a container gets a cgroup namespace of its own).
+    """
+    if layout.freezer is None:
+        return []
+    parent = layout.freezer[1] / PARENT
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    swept = []
+    for name in names:
+        pid = _judge_pid(name)
+        if pid is None or os.path.exists(f"/proc/{pid}"):
+            continue
+        group = JobGroup.existing(name, layout)
+        group.kill(timeout=2.0)
+        group.remove()
+        swept.append(name)
+    return swept
+
+
 def make_group(name: str, pids_max: int | None = None, memory_bytes: int | None = None) -> JobGroup | None:
-    """A group for one job where this host allows it, else ``None`` (no containment)."""
+    """A group for one job where this host allows it, else ``None`` (no containment); groups
+    that dead judges left behind are swept first (:func:`sweep_stale`)."""
     layout = detect()
     if layout.freezer is None:
         return None
+    sweep_stale(layout)
     try:
         return JobGroup(name, layout, pids_max, memory_bytes)
     except CgroupError:

@@ -150,10 +150,10 @@ def test_output_fits_narrow_terminals_without_cutting_numbers(service: Service, 
     p = service.run("submissions", "show", str(ranked_sub), *_as(service, "alice"), env=env)
     assert p.returncode == 0, p.stderr
     _fits(p.stdout, width)
-    # the benchmark table has 11 columns: too wide, so one block per case, every figure whole
+    # the benchmark table has 13 columns: too wide, so one block per case, every figure whole
     assert "── 0 · N=100000" in p.stdout and "── 1 · N=400000" in p.stdout
     for key, figure in (("mean", "250 µs"), ("std", "1.00 µs"), ("min", "248 µs"), ("max", "253 µs"),
-                        ("speedup", "2.00×")):
+                        (r"speedup \(95%\)", "2.00×")):
         assert len(re.findall(rf"^{key} +{figure} *$", p.stdout, re.M)) == 2, (key, p.stdout)
 
     p = service.run("leaderboard", "double", "--server", service.url, env=env)

@@ -74,12 +74,42 @@ def test_a_frozen_group_runs_nothing_and_is_killed_whole() -> None:
         assert sum(_cpu_ns(p) for p in members) > sum(before.values())
         assert group.kill() == 0
         assert group.live_pids() == set()
+        # the grandchild's leader is a zombie whose thread spun on: no thread of any member runs
+        assert not any(cgroups._has_live_thread(p) for p in set(members) | group.pids())
         proc.wait(timeout=5)
     finally:
         group.kill()
         proc.kill()
         proc.wait()
         group.remove()
+
+
+@needs_cgroups
+def test_groups_of_dead_judges_are_swept() -> None:
+    """A judge killed outright leaves its child frozen in its group; the next group made sweeps
+    every group named after a judge pid that no longer exists, and leaves the others."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # its pid is free now (and unlikely to be reused within this test)
+    stale = cgroups.JobGroup(f"job-{dead.pid}-1", LAYOUT, pids_max=16)
+    mine = cgroups.JobGroup(f"job-{os.getpid()}-sweep", LAYOUT)
+    join = "".join(f"open({p!r}, 'w').write('0')\n" for p in stale.procs_files())
+    proc = subprocess.Popen([sys.executable, "-c", join + "while True: sum(range(1000))\n"])
+    try:
+        deadline = time.monotonic() + 10
+        while not stale.pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.pid in stale.pids()
+        stale.freeze()
+        assert cgroups.sweep_stale(LAYOUT) == [stale.name]
+        assert proc.wait(timeout=10) == -9
+        assert not stale.freezer_dir.exists()
+        assert mine.freezer_dir.exists()  # a live judge's group stays
+    finally:
+        proc.kill()
+        proc.wait()
+        for g in (stale, mine):
+            g.kill()
+            g.remove()
 
 
 @needs_cgroups

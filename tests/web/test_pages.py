@@ -419,9 +419,9 @@ def test_duration_units(ns: float | None, text: str) -> None:
 
 
 @pytest.mark.parametrize("value,kind,text", [
-    ([4_510_000, 4_630_000], "duration", "4.51–4.63 ms"), ([900, 1_200], "duration", "0.9–1.2 µs"),
-    ([0.98, 1.05], "speedup", "0.98–1.05×"), ([0.5, "Infinity"], "speedup", "0.5–∞"),
-    ([0.0, "Infinity"], "duration", "0 ns–∞"), (None, "duration", "—"), (["x", 1.0], "speedup", "—")])
+    ([4_510_000, 4_630_000], "duration", "4.51–4.63 ms"), ([900, 1_200], "duration", "0.900–1.20 µs"),
+    ([0.98, 1.05], "speedup", "0.980–1.05×"), ([0.5, "Infinity"], "speedup", "0.500×–∞"),
+    ([0.0, "Infinity"], "duration", "0.00 ns–∞"), (None, "duration", "—"), (["x", 1.0], "speedup", "—")])
 def test_interval_text(value, kind: str, text: str) -> None:
     """A 95% interval as the pages show it; infinity, as stored results write it, reads ∞."""
     from kernelrank.web.format import interval
@@ -443,7 +443,7 @@ def test_submission_page_shows_paired_figures(client: TestClient, world: World, 
     record(sid, "secret", {"status": "passed", "message": "ok", "cases": []})
     r = browser_for("alice").get(f"/submissions/{sid}")
     assert r.status_code == 200
-    assert "1.4–1.6×" in r.text and "1.88–2.14 µs" in r.text and "Too noisy to rank" in r.text
+    assert "1.40–1.60×" in r.text and "1.88–2.14 µs" in r.text and "Too noisy to rank" in r.text
     assert "(not ranked)" in r.text
 
 
