@@ -146,7 +146,11 @@ def test_leaderboard_ranks_both_leaderboard_entries(service: Service, batch: dic
         runs = {r["kind"]: r for r in sub["runs"]}
         assert set(runs) == {"public", "secret"}
         assert all(r["status"] == "passed" and r["score_ns"] > 0 for r in runs.values())
-        assert sub["score_ns"] == pytest.approx(runs["public"]["score_ns"])
+        # [issue 14] the ranked score is the public run's speedup re-based on the board's
+        # calibration (not the run's own time), inside its interval
+        low, high = sub["score_ci_ns"]
+        assert low <= sub["score_ns"] <= high
+        assert sub["speedup"] == pytest.approx(runs["public"]["result"]["speedup"])
         timed = [c for c in runs["secret"]["result"]["cases"] if c["kind"] == "benchmark"]
         assert timed and all(c["timing"] and c["checked"] > 1 for c in timed)
         # [issue 17] the runner's ceilings came with the result, and each case's roofline share
@@ -160,6 +164,10 @@ def test_leaderboard_ranks_both_leaderboard_entries(service: Service, batch: dic
     board = r.json()
     assert board["problem"] == "softmax" and board["device"] == "cpu"
     rows = board["rows"]
+    # both scores on the board's one calibration (re-based as it grew): score x speedup is its
+    # basis, the same for both
+    basis = [row["score_ns"] * row["speedup"] for row in rows]
+    assert basis[0] == pytest.approx(basis[1], rel=1e-9)
     assert [row["rank"] for row in rows] == [1, 2]
     assert {row["submission_id"] for row in rows} == {s["id"] for s in entries}
     assert {row["user"] for row in rows} == {"alice", "bob"}
