@@ -216,13 +216,19 @@ class Worker:
         """``repeat`` calls back to back (default 1) on the input set the judge placed in the shared
         slots (``inputs``: its layout, :class:`~kernelrank.runner.slots.Mapping`), each timed by the
         device's timer; the last call's output is copied into the output slot. Answers the claimed
-        times (``times_ns``) and the output's description. Test calls, warm-up calls and timed
+        times (``times_ns``) and the output's description. With several input sets (``inputs``
+        has ``sets``: :meth:`~kernelrank.runner.slots.Arena.place_sets`), one call on each, in
+        order, each output into its own slot: ``times_ns`` per call and ``outs``, per call its
+        output's description. Test calls, warm-up calls and timed
         calls are all this one request: the child cannot tell them apart. The child keeps nothing
         of any output (see :class:`PreviousOutput`), as ``torch.utils.benchmark.Timer``'s loop
         keeps nothing."""
         if self.slots is None:
             return {"ok": False, "kind": "protocol", "message": "no shared slots"}
-        self.slots.held = None
+        self.slots.held = []
+        sets = msg["inputs"].get("sets")
+        if sets is not None:
+            return self._go_sets(msg, sets)
         data = self.slots.build(msg["inputs"], self.device)
         inputs = _storages(data)
         times: list[int] = []
@@ -248,6 +254,25 @@ class Worker:
                  **({"alias": alias} if alias else {}), **({"interpreted": True} if interpreted else {})}
         del out, data
         return reply
+
+    def _go_sets(self, msg: dict[str, Any], sets: list[dict[str, Any]]) -> dict[str, Any]:
+        """One call on each of several placed input sets (:meth:`op_go`)."""
+        size = msg["inputs"]["size"]
+        times: list[int] = []
+        outs: list[dict[str, Any]] = []
+        launches = self._interpreted_launches()
+        for layout in sets:
+            data = self.slots.build({"size": size, "data": layout["data"], "out": layout["out"]}, self.device)
+            inputs = _storages(data)
+            self.calls += 1
+            out, ns = self.timer.time_call(self.kernel, data)
+            times.append(ns)
+            alias = _alias(out, inputs, self.previous, self.calls)
+            self.previous.track(out)
+            outs.append({**self.slots.put_output(out, bool(msg.get("direct"))), **({"alias": alias} if alias else {})})
+            del out, data
+        interpreted = self._interpreted_launches() > launches
+        return {"ok": True, "times_ns": times, "outs": outs, **({"interpreted": True} if interpreted else {})}
 
     def op_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
         """``torch.profiler`` over a few calls per input set, labelled per case; answers the table

@@ -67,6 +67,8 @@ class Arena:
         self._map: mmap.mmap | None = None
         self.out_offset = 0
         self.out_bytes = 0
+        #: per input set of the last layout, its output slot ``(offset, bytes)``
+        self.outs: list[tuple[int, int]] = []
         self.device: DeviceSlots | None = DeviceSlots(ipc) if ipc is not None else None
 
     def _ensure(self, size: int) -> None:
@@ -91,11 +93,36 @@ class Arena:
         cursor = [0]
         tree = _place(data, torch.frombuffer(self._map, dtype=torch.uint8), cursor)
         self.out_offset, self.out_bytes = cursor[0], _align(out_bytes)
+        self.outs = [(self.out_offset, self.out_bytes)]
         return {"size": self.size, "data": tree, "out": [self.out_offset, self.out_bytes]}
 
-    def read_output(self, desc: Any, mem_fd: int | None = None) -> torch.Tensor:
-        """A copy of the output the child described (``{"dtype", "shape"}``) from its slot, or,
-        with ``"addr"``, read straight from the child's memory through ``mem_fd`` (its
+    def place_sets(self, sets: list[Any], out_bytes: int) -> dict[str, Any]:
+        """Several input sets for one request of one call per set (CPU slots only), each followed
+        by an output slot of ``out_bytes``; the layout ``{"size", "sets": [{"data", "out"}, ...]}``
+        that a ``go`` request carries. Call only while the child is frozen.
+
+        Raises:
+            SlotError: on device slots (a request there holds one input set).
+        """
+        if self.device is not None:
+            raise SlotError("device slots take one input set per request")
+        room = _align(out_bytes)
+        self._ensure(sum(nbytes(d) + room for d in sets) + ALIGN)
+        assert self._map is not None
+        whole = torch.frombuffer(self._map, dtype=torch.uint8)
+        cursor, layouts, self.outs = [0], [], []
+        for data in sets:
+            tree = _place(data, whole, cursor)
+            self.outs.append((cursor[0], room))
+            layouts.append({"data": tree, "out": [cursor[0], room]})
+            cursor[0] += room
+        self.out_offset, self.out_bytes = self.outs[0]
+        return {"size": self.size, "sets": layouts}
+
+    def read_output(self, desc: Any, mem_fd: int | None = None, index: int = 0) -> torch.Tensor:
+        """A copy of the output the child described (``{"dtype", "shape"}``) from its slot (the
+        ``index``-th input set's, for a layout of several: :meth:`place_sets`), or, with
+        ``"addr"``, read straight from the child's memory through ``mem_fd`` (its
         ``/proc/<pid>/mem``, while it is frozen: no copy inside the window).
 
         Raises:
@@ -103,7 +130,10 @@ class Arena:
         """
         if self.device is not None:
             return self.device.read_output(desc)
-        dtype, shape, numel, size = _described(desc, self.out_bytes)
+        if not 0 <= index < max(1, len(self.outs)):
+            raise SlotError("an output for an input set that was not placed")
+        out_offset, out_bytes = self.outs[index] if self.outs else (self.out_offset, self.out_bytes)
+        dtype, shape, numel, size = _described(desc, out_bytes)
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
         if "addr" in desc:
@@ -124,7 +154,7 @@ class Arena:
                 raise SlotError(f"the output's memory could not be read: {e}") from None
             return buf.view(dtype).view(shape)
         assert self._map is not None
-        view = torch.frombuffer(self._map, dtype=torch.uint8, count=size, offset=self.out_offset)
+        view = torch.frombuffer(self._map, dtype=torch.uint8, count=size, offset=out_offset)
         return view.clone().view(dtype).view(shape)
 
     def close(self) -> None:
@@ -299,7 +329,9 @@ class Mapping:
         self.fd = fd
         self.size = 0
         self._map: mmap.mmap | None = None
-        self.held: Any = None
+        #: outputs of this request the judge reads from this process's memory (``direct``), kept
+        #: alive until the next request
+        self.held: list[Any] = []
         self.ipc = ipc
         self.device_buf: torch.Tensor | None = None
         self.generation = 0
@@ -330,7 +362,7 @@ class Mapping:
     def put_output(self, out: Any, direct: bool = False) -> dict[str, Any]:
         """Describe a plain tensor output for the judge (or the reason it cannot be checked): with
         ``direct`` and a CPU tensor, its address, for the judge to read from this process's memory
-        once it is frozen (kept alive in ``held`` until the next call); otherwise copied into the
+        once it is frozen (kept alive in ``held`` until the next request); otherwise copied into the
         output slot."""
         if type(out) is not torch.Tensor:  # noqa: E721 - subclasses are refused by the judge
             return {"out": None, "out_type": f"{type(out).__module__}.{type(out).__qualname__}"}
@@ -342,7 +374,6 @@ class Mapping:
         if whole is None and host.device.type != "cpu":  # pragma: no cover - GPU-only (no device slots)
             host = host.cpu()
         host = host.contiguous()
-        self.held = None
         if host.dtype not in _WIRE_DTYPES:
             return {"out": None, "out_type": f"torch.Tensor of dtype {host.dtype}"}
         n = host.numel() * host.element_size()
@@ -355,7 +386,7 @@ class Mapping:
                 whole[offset:offset + n].copy_(host.view(-1).view(torch.uint8))
                 self.ipc.fence()
         elif direct and device == "cpu" and n:
-            self.held = host
+            self.held.append(host)
             desc["addr"] = host.data_ptr()
         elif n:
             assert self._map is not None

@@ -20,21 +20,22 @@ def _bench(r: EvalResult) -> list:
 
 def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, options, monkeypatch) -> None:
     """Every prepared input set (one seed each, none used twice in a case) is placed for the
-    submission and the reference one right after the other, and the pairs alternate which side
-    goes first."""
-    placed: list[int] = []  # id of the data placed, in order
+    submission and the reference one right after the other, the same sets in the same order (a
+    request of one call per set: several on the CPU, ``harness.REQUEST_SECONDS``), and the pairs
+    alternate which side goes first; every call's output is checked."""
+    requests: list[tuple[str, tuple[int, ...]]] = []  # (side, ids of its sets), in order
     seeds: list[tuple[int, int]] = []
-    place, inputs = harness._Evaluation._place, harness._Evaluation._inputs
+    timed, inputs = harness._Evaluation._timed_request, harness._Evaluation._inputs
 
-    def recording_place(self, child, data, ref):
-        placed.append(id(data))
-        return place(self, child, data, ref)
+    def recording_request(self, side, other, sets, deadline):
+        requests.append((side.name, tuple(id(s.data) for s in sets)))
+        return timed(self, side, other, sets, deadline)
 
     def recording_inputs(self, case, seed):
         seeds.append((case.params["N"], seed))
         return inputs(self, case, seed)
 
-    monkeypatch.setattr(harness._Evaluation, "_place", recording_place)
+    monkeypatch.setattr(harness._Evaluation, "_timed_request", recording_request)
     monkeypatch.setattr(harness._Evaluation, "_inputs", recording_inputs)
     events: list[dict] = []
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
@@ -45,13 +46,27 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
         mine = [s for n, s in seeds if n == c.spec["N"]]
         assert len(mine) == len(set(mine)), "an input set was generated twice from one seed"
         recorded = pairs[c.index]
-        assert len(recorded) == c.pairing["pairs"] == c.timing["runs"] == c.ref_timing["runs"]
+        assert len(recorded) == c.pairing["pairs"]
+        calls = sum(p[7] for p in recorded)  # calls per request, the same on both sides
+        assert calls == c.timing["runs"] == c.ref_timing["runs"]
+        assert max(p[7] for p in recorded) == c.pairing["calls_per_pair"] > 1  # ~30 µs calls: many per request
         orders = [p[0] for p in recorded]
         assert orders == [1 - i % 2 for i in range(len(orders))]  # submission first on even pairs
-        assert c.checked == c.pairing["pairs"] + 1  # every timed output, and the first warm-up one
+        assert c.checked == calls + 1  # every timed output, and the first warm-up one
         total += len(recorded)
-    # the warm-up's set is placed once per side too; each timed pair's set twice in a row
-    assert sum(1 for a, b in zip(placed, placed[1:]) if a == b) >= total
+    assert len(requests) == 2 * total
+    for (a, sets_a), (b, sets_b) in zip(requests[::2], requests[1::2]):
+        assert {a, b} == {"submission", "reference"} and sets_a == sets_b  # a pair: the same sets, both sides
+
+
+def test_each_call_of_a_request_is_checked(double, options) -> None:
+    """A kernel wrong on one call in five, after its warm-up: with several calls per request, the
+    failing call is found and named all the same."""
+    source = ("calls = 0\n\n\ndef custom_kernel(data):\n    global calls\n    calls += 1\n"
+              "    out = data[0] + data[0]\n    if calls > 40 and calls % 5 == 0:\n        out[0] += 1.0\n    return out\n")
+    r = evaluate(double.spec(), source, "benchmark", "cpu", options)
+    assert r.status is Status.failed, r.message
+    assert "output of timed call" in r.message and "is wrong" in r.message
 
 
 def test_case_figures_are_paired(double, options) -> None:
@@ -60,7 +75,7 @@ def test_case_figures_are_paired(double, options) -> None:
     for c in _bench(r):
         low, high = c.speedup_ci
         assert 0 < low <= c.speedup <= high
-        assert c.ref_timing["runs"] == c.timing["runs"] >= 1
+        assert c.ref_timing["runs"] == c.timing["runs"] >= c.pairing["pairs"] >= 1
         assert c.reference_ns == pytest.approx(c.pairing["reference_run_ns"])
         assert c.time_ns == pytest.approx(c.reference_ns / c.speedup)
         assert c.time_ci_ns[0] <= c.time_ns <= c.time_ci_ns[1]

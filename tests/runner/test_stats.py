@@ -189,6 +189,26 @@ def test_wall_check_rejects_a_gross_lie_and_passes_honest_noise() -> None:
     assert waiting["passed"]
 
 
+def test_wall_check_allows_each_calls_bookkeeping_in_a_request_of_several() -> None:
+    """Requests of 16 short calls (40 µs each), the child's own work between them 100 µs per call
+    on its calling thread: honest, and passed; the same requests hiding 2 ms of work per call
+    outside the claims (on the calling thread's CPU too) are rejected."""
+    k, n = 16, 30
+    claims = [40_000] * (k * n)
+    honest_cpu = [k * 40_000 + k * 100_000] * n
+    windows = [c + 300_000 for c in honest_cpu]  # thaw, socket, freeze
+    sizes = [k] * n
+    ok = stats.wall_check(claims, windows, honest_cpu, 300_000, 500_000, sizes)
+    assert ok["passed"], ok["message"]
+    assert ok["allowed_ns"] > 2 * stats.OVERHEAD_CAP_NS + stats.WALL_SLACK_NS  # one call's would not hold them
+    lying_cpu = [c + k * 2_000_000 for c in honest_cpu]
+    bad = stats.wall_check(claims, [c + 300_000 for c in lying_cpu], lying_cpu, 300_000, 500_000, sizes)
+    assert not bad["passed"] and "not supported" in bad["message"]
+    # and it gained nothing before it was rejected: each request counts for its window less the overhead
+    judged = stats.judged_times(claims, [c + 300_000 for c in lying_cpu], 300_000, sizes)
+    assert sum(judged[:k]) >= lying_cpu[0] - stats.WALL_JITTER_NS
+
+
 def test_wall_check_tolerates_sustained_load_that_stretches_the_calls() -> None:
     claims = [3_000_000] * 20  # kernel slowed 3x by load, windows 1 ms longer still
     r = stats.wall_check(claims, [c + 1_000_000 for c in claims], [c + 1_000_000 for c in claims], 80_000, 0.0)
@@ -200,7 +220,8 @@ def test_the_recordings_are_there() -> None:
     assert TIMINGS, "no recorded timings in tests/fixtures/timings"
     runs = [r for p in TIMINGS for r in _runs(p)]
     assert any(r["file"] == IDENTICAL for r in runs) and any(r["file"] != IDENTICAL for r in runs)
-    assert all(len(p) == 7 for r in runs for c in r["cases"] for p in c["pairs"])
+    # one request per side per pair; recordings made since requests hold several calls add their count
+    assert all(len(p) in (7, 8) for r in runs for c in r["cases"] for p in c["pairs"])
 
 
 def test_honest_recorded_runs_pass_the_wall_check() -> None:
