@@ -124,3 +124,24 @@ def test_host_slots_unchanged() -> None:
     assert torch.equal(x, a)
     desc = child.put_output(x + 1)
     assert torch.equal(arena.read_output(desc["out"]), a + 1)
+
+
+def test_several_input_sets_in_one_request_each_with_its_output_slot() -> None:
+    """The CPU's requests of several sets (``Arena.place_sets``): each set's tensors are the
+    memory the judge wrote, each output lands in its own slot and is read back by its index."""
+    arena = Arena()
+    child = Mapping(arena.fd)
+    sets = [(torch.randn(7, 3),), (torch.randn(2, 9),), (torch.randn(11),)]
+    layout = arena.place_sets(sets, out_bytes=4 * 27)
+    assert len(layout["sets"]) == 3
+    descs = []
+    for (a,), one in zip(sets, layout["sets"]):
+        (x,) = child.build({"size": layout["size"], "data": one["data"], "out": one["out"]})
+        assert torch.equal(x, a)
+        descs.append(child.put_output(x * 3)["out"])
+    for j, ((a,), desc) in enumerate(zip(sets, descs)):
+        assert torch.equal(arena.read_output(desc, index=j), a * 3)
+    with pytest.raises(SlotError):
+        arena.read_output(descs[0], index=3)
+    with pytest.raises(SlotError):
+        Arena(ipc=FakeIpc()).place_sets(sets, 16)  # device slots: one set per request
