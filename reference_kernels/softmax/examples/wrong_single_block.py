@@ -3,8 +3,9 @@
 Bug: the block size is ``next_power_of_2(N)`` capped at 16384 (to bound register use) but the
 kernel has no loop over column blocks, so for N > 16384 the max and sum cover only the first
 16384 columns (those outputs are too large by about N / 16384) and the remaining columns are
-never written (``torch.empty_like`` garbage). Every case with N <= 16384 passes; the N = 16385
-and N = 20000 test cases fail.
+never written (left at zero: with ``torch.empty_like`` they would hold whatever the allocator
+last put there, and which cases fail would vary from run to run). Every case with N <= 16384
+passes; the N = 16385 and N = 20000 test cases fail.
 """
 
 import torch
@@ -27,7 +28,7 @@ def custom_kernel(data):
     (x,) = data
     x = x.contiguous()
     M, N = x.shape
-    out = torch.empty_like(x)
+    out = torch.zeros_like(x)
     BLOCK_N = min(triton.next_power_of_2(N), 16384)
     _softmax_row_kernel[(M,)](x, out, N, x.stride(0), out.stride(0), BLOCK_N=BLOCK_N)
     return out
