@@ -11,7 +11,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class DeviceInfo:
-    """What a timing was measured on; part of every result and of the reference-timing cache key.
+    """What a timing was measured on; part of every result.
 
     ``name`` is the CPU model or the GPU's name; ``memory_bytes`` the host or device memory;
     ``threads`` the intra-op threads used on the CPU (0 on CUDA); on CUDA ``driver`` is the NVIDIA
@@ -30,11 +30,6 @@ class DeviceInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-    @property
-    def key(self) -> str:
-        """A short identity for caches: device, name, threads and library versions."""
-        return f"{self.device}|{self.name}|{self.threads}|torch {self.torch}|triton {self.triton}"
 
 
 def detect_device() -> str:
