@@ -38,7 +38,9 @@ SIZE_UNITS: tuple[tuple[str, float], ...] = (("bytes", 1.0), ("KiB", 2.0**10), (
 BYTE_RATE_UNITS: tuple[tuple[str, float], ...] = (("kB/s", 1e-6), ("MB/s", 1e-3), ("GB/s", 1.0), ("TB/s", 1e3))
 
 
-def _finite(value: object) -> float | None:
+def finite(value: object) -> float | None:
+    """``value`` as a finite float, or ``None`` (unknown, a bool, not a number, NaN or infinite);
+    numeric strings are read as numbers (stored results may hold them)."""
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -68,13 +70,20 @@ def significant(x: float, digits: int = DIGITS) -> str:
     return f"{rounded:.{decimals}f}"
 
 
+def _unit_for(magnitude: float, units: Sequence[tuple[str, float]]) -> tuple[str, float]:
+    """The largest of ``units`` (ascending ``(name, scale)``) in which ``magnitude`` (>= 0) reads
+    as at least 1; the smallest unit where none does."""
+    chosen = units[0]
+    for unit in units:
+        if magnitude >= unit[1]:
+            chosen = unit
+    return chosen
+
+
 def _scaled(value: float, units: Sequence[tuple[str, float]]) -> tuple[str, str]:
     """(number, unit) with the unit that puts ``|value|`` in [1, 1000) after rounding (the
     smallest or largest unit where none does)."""
-    chosen = units[0]
-    for unit in units:
-        if abs(value) >= unit[1]:
-            chosen = unit
+    chosen = _unit_for(abs(value), units)
     text = significant(value / chosen[1])
     i = units.index(chosen)
     if abs(float(text)) >= 1000 and i + 1 < len(units):  # 999.7 µs rounds to 1000: write 1.00 ms
@@ -83,66 +92,56 @@ def _scaled(value: float, units: Sequence[tuple[str, float]]) -> tuple[str, str]
     return text, chosen[0]
 
 
+def _quantity(value: float | None, units: Sequence[tuple[str, float]]) -> str:
+    """``"<number> <unit>"`` (:func:`_scaled`), :data:`MISSING` when unknown or not finite."""
+    x = finite(value)
+    if x is None:
+        return MISSING
+    number, unit = _scaled(x, units)
+    return f"{number} {unit}"
+
+
+def _axis_unit(values: Iterable[float | None], units: Sequence[tuple[str, float]],
+               default: tuple[str, float]) -> tuple[str, float]:
+    """One unit for a set of values (a chart's axis): the one in which the largest finite
+    magnitude reads as at least 1 (:func:`_unit_for`); ``default`` when there is none."""
+    magnitudes = [abs(x) for x in (finite(v) for v in values) if x is not None]
+    return _unit_for(max(magnitudes), units) if magnitudes else default
+
+
 def duration(ns: float | None) -> str:
     """A time given in nanoseconds: ``"812 ns"``, ``"35.9 µs"``, ``"1.23 ms"``, ``"2.00 s"``;
     :data:`MISSING` when unknown or not finite."""
-    x = _finite(ns)
-    if x is None:
-        return MISSING
-    number, unit = _scaled(x, TIME_UNITS)
-    return f"{number} {unit}"
+    return _quantity(ns, TIME_UNITS)
 
 
 def time_unit(values_ns: Iterable[float | None]) -> tuple[str, float]:
     """One unit for a set of times (a chart's axis): the unit in which the largest finite value
     reads as at least 1 (``("µs", 1e3)``); microseconds when there is none."""
-    finite = [abs(x) for x in (_finite(v) for v in values_ns) if x is not None]
-    if not finite:
-        return TIME_UNITS[1]
-    top = max(finite)
-    chosen = TIME_UNITS[0]
-    for unit in TIME_UNITS:
-        if top >= unit[1]:
-            chosen = unit
-    return chosen
+    return _axis_unit(values_ns, TIME_UNITS, TIME_UNITS[1])
 
 
 def flop_rate(tflops: float | None) -> str:
     """A compute rate given in TFLOP/s (10^12 floating-point operations per second):
     ``"312 TFLOP/s"``, ``"583 GFLOP/s"``; :data:`MISSING` when unknown or not finite."""
-    x = _finite(tflops)
-    if x is None:
-        return MISSING
-    number, unit = _scaled(x, FLOP_RATE_UNITS)
-    return f"{number} {unit}"
+    return _quantity(tflops, FLOP_RATE_UNITS)
 
 
 def byte_rate(gbps: float | None) -> str:
     """A memory rate given in GB/s (10^9 bytes per second): ``"3.35 TB/s"``, ``"18.4 GB/s"``;
     :data:`MISSING` when unknown or not finite."""
-    x = _finite(gbps)
-    if x is None:
-        return MISSING
-    number, unit = _scaled(x, BYTE_RATE_UNITS)
-    return f"{number} {unit}"
+    return _quantity(gbps, BYTE_RATE_UNITS)
 
 
 def flop_rate_unit(values_tflops: Iterable[float | None]) -> tuple[str, float]:
     """One compute-rate unit for a set of rates given in TFLOP/s (a chart's axis): the unit in
     which the largest finite value reads as at least 1, e.g. ``("GFLOP/s", 1e-3)``."""
-    finite = [abs(x) for x in (_finite(v) for v in values_tflops) if x is not None]
-    chosen = FLOP_RATE_UNITS[3]
-    if finite:
-        chosen = FLOP_RATE_UNITS[0]
-        for unit in FLOP_RATE_UNITS:
-            if max(finite) >= unit[1]:
-                chosen = unit
-    return chosen
+    return _axis_unit(values_tflops, FLOP_RATE_UNITS, FLOP_RATE_UNITS[3])
 
 
 def speedup(value: float | None) -> str:
     """Reference time over submission time: ``"2.00×"``, ``"0.513×"``; :data:`MISSING` when unknown."""
-    x = _finite(value)
+    x = finite(value)
     return MISSING if x is None else f"{significant(x)}×"
 
 
@@ -153,10 +152,10 @@ def interval(value: Sequence[float | str | None] | None, kind: str = "duration")
     :data:`MISSING` when there is no interval or its low end is unknown."""
     if not isinstance(value, (list, tuple)) or len(value) != 2:
         return MISSING
-    low = _finite(value[0])
+    low = finite(value[0])
     if low is None:
         return MISSING
-    high = _finite(value[1])
+    high = finite(value[1])
     if kind == "speedup":
         return f"{significant(low)}–{significant(high)}×" if high is not None else f"{significant(low)}×–∞"
     if high is None:
@@ -168,7 +167,7 @@ def interval(value: Sequence[float | str | None] | None, kind: str = "duration")
 
 def share(fraction: float | None) -> str:
     """A share of a ceiling (``0.452``) as a percentage: ``"45.2%"``; :data:`MISSING` when unknown."""
-    x = _finite(fraction)
+    x = finite(fraction)
     return MISSING if x is None else f"{significant(100 * x)}%"
 
 
@@ -176,7 +175,7 @@ def number(value: float | None) -> str:
     """A plain figure with three significant digits (``"0.00123"``, ``"42.0"``; below 0.001 or
     from 10^6 on in exponent notation, ``"2.33e-10"``, which is shorter); :data:`MISSING` when
     unknown or not finite."""
-    x = _finite(value)
+    x = finite(value)
     if x is None:
         return MISSING
     return significant(x) if x == 0 or 1e-3 <= abs(x) < 1e6 else f"{x:.{DIGITS - 1}e}"
@@ -184,7 +183,7 @@ def number(value: float | None) -> str:
 
 def size(nbytes: float | None) -> str:
     """A memory size in binary units: ``"15.6 GiB"``, ``"256 MiB"``; :data:`MISSING` when unknown."""
-    x = _finite(nbytes)
+    x = finite(nbytes)
     if x is None:
         return MISSING
     number, unit = _scaled(x, SIZE_UNITS)

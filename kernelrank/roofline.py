@@ -20,8 +20,9 @@ machine; the pages, the API and the CLI only read what it wrote.
 
 from __future__ import annotations
 
-import math
 from typing import Any
+
+from kernelrank.format import finite
 
 #: Bounds of a case on the roofline: below the ridge point memory bandwidth limits it, above it
 #: the compute peak does.
@@ -31,13 +32,8 @@ DEFAULT_DTYPE = "float32"
 
 
 def _positive(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) and x > 0 else None
+    x = finite(value)
+    return x if x is not None and x > 0 else None
 
 
 def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> float:
