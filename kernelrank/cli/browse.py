@@ -15,8 +15,8 @@ from typing import Annotated, Any, Optional
 import typer
 
 from kernelrank import vocab
-from kernelrank.cli.client import (FINAL, ApiClient, ClientError, JsonOpt, Progress, ServerOpt, Target, TokenOpt, fail,
-                                   path_segment, resolve_target, status_style, submission_view, wait_for, when)
+from kernelrank.cli.client import (ApiClient, ClientError, JsonOpt, ServerOpt, Target, TokenOpt, fail, follow,
+                                   path_segment, resolve_target, show_verdict, status_style, submission_view, when)
 
 submissions_app = typer.Typer(help="Your submissions on the server: list them, show one, wait for one.",
                               no_args_is_help=True)
@@ -118,29 +118,17 @@ def submissions_wait(
     from kernelrank.cli.render import make_console
 
     err = make_console(stderr=True)
-    target: Target | None = None
     try:
         target = resolve_target(server, token)
         with ApiClient(target) as api:
-            if as_json:
-                sub = wait_for(api, submission, timeout, None)
-            else:
-                err.print(f"waiting for submission #{submission} on {target.server}")
-                with err.status(f"submission #{submission}") as status:
-                    sub = wait_for(api, submission, timeout, Progress(err, status))
+            sub = follow(api, submission, timeout, err, None if as_json else (
+                f"waiting for submission #{submission} on {target.server}", f"submission #{submission}"))
     except ClientError as e:
         raise fail(e) from None
     except KeyboardInterrupt:
         err.print(f"stopped waiting: submission #{submission} goes on")
         raise typer.Exit(130) from None
-    if as_json:
-        _echo_json(sub)
-    else:
-        make_console().print(submission_view(sub))
-    if sub.get("status") not in FINAL:
-        err.print(f"[yellow]gave up after {timeout:g} s:[/] submission #{submission} is still {sub.get('status')}; "
-                  f"it goes on (`kernelrank submissions wait {submission}`)")
-    raise typer.Exit(0 if sub.get("status") == vocab.Verdict.passed else 1)
+    show_verdict(sub, timeout, as_json, err, f"`kernelrank submissions wait {submission}`")
 
 
 # -- problems ----------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import sys
 import time
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, Optional
 
 import typer
 
@@ -433,12 +433,9 @@ def submit_command(
                 raise ClientError(f"unexpected answer to the submission: {json.dumps(created)[:300]}", 3)
             sub_id = new_id
             err = make_console(stderr=True)
-            if as_json:
-                sub = wait_for(api, sub_id, timeout, None)
-            else:
-                err.print(f"submitted {file.name} to {problem} on {device} ({mode}): submission #{sub_id}")
-                with err.status(f"submission #{sub_id}: queued") as status:
-                    sub = wait_for(api, sub_id, timeout, Progress(err, status))
+            sub = follow(api, sub_id, timeout, err, None if as_json else (
+                f"submitted {file.name} to {problem} on {device} ({mode}): submission #{sub_id}",
+                f"submission #{sub_id}: queued"))
     except ClientError as e:
         raise fail(e) from None
     except KeyboardInterrupt:
@@ -447,13 +444,33 @@ def submit_command(
         make_console(stderr=True).print(f"stopped waiting: submission #{sub_id} goes on "
                                         f"(GET {target.server}/api/v1/submissions/{sub_id})")
         raise typer.Exit(130) from None
+    show_verdict(sub, timeout, as_json, err, f"GET {target.server}/api/v1/submissions/{sub_id}")
+
+
+def follow(api: ApiClient, sub_id: int, timeout_s: float, err: Any, announce: tuple[str, str] | None) -> dict[str, Any]:
+    """:func:`wait_for` the submission; with ``announce`` (a line to print first, the spinner's
+    label) showing progress on ``err`` (a stderr console), without it (``--json``) silently."""
+    if announce is None:
+        return wait_for(api, sub_id, timeout_s, None)
+    line, label = announce
+    err.print(line)
+    with err.status(label) as status:
+        return wait_for(api, sub_id, timeout_s, Progress(err, status))
+
+
+def show_verdict(sub: dict[str, Any], timeout_s: float, as_json: bool, err: Any, again: str) -> NoReturn:
+    """Print a followed submission (one JSON object, or its view), say on ``err`` when waiting
+    gave up before the verdict (``again``: how to look later), and exit: 0 only when it passed,
+    else 1."""
+    from kernelrank.cli.render import make_console
+
     if as_json:
         typer.echo(json.dumps(sub, allow_nan=False, default=str))
     else:
         make_console().print(submission_view(sub))
     if sub.get("status") not in FINAL:
-        err.print(f"[yellow]gave up after {timeout:g} s:[/] submission #{sub_id} is still {sub.get('status')}; "
-                  f"it goes on (GET {target.server}/api/v1/submissions/{sub_id})")
+        err.print(f"[yellow]gave up after {timeout_s:g} s:[/] submission #{sub.get('id')} is still "
+                  f"{sub.get('status')}; it goes on ({again})")
     raise typer.Exit(0 if sub.get("status") == vocab.Verdict.passed else 1)
 
 
