@@ -443,13 +443,7 @@ class _Evaluation:
                                                f"; the process was killed)") from None
             raise
         self._guard(child, reply)
-        out = None
-        if read and reply.get("out") is not None:
-            try:
-                out = child.arena.read_output(reply["out"], child.mem_fd)
-            except SlotError as e:
-                raise ProtocolViolation(str(e)) from None
-        return reply, out
+        return reply, (_read_output(child, reply, 0) if read else None)
 
     def _review(self, result: EvalResult) -> None:
         """Mark a speedup beyond the problem's ``review_speedup`` for an administrator's review."""
@@ -497,7 +491,7 @@ class _Evaluation:
         shared memory file; on CUDA the same two calls are to place into and read from device
         memory shared with the child through CUDA IPC (the GPU change), so no tensor data
         crosses the host or the socket."""
-        return child.arena.place(data, 2 * _nbytes(ref))
+        return child.arena.place(data, _out_room(ref))
 
     def _check(self, reply: dict[str, Any], out: torch.Tensor | None, ref: torch.Tensor,
                figures: bool = True) -> tuple[bool, str, dict[str, Any]]:
@@ -826,7 +820,7 @@ class _Evaluation:
         if len(sets) == 1:
             layout = self._place(child, sets[0].data, expected)
         else:
-            layout = child.arena.place_sets([s.data for s in sets], 2 * _nbytes(expected))
+            layout = child.arena.place_sets([s.data for s in sets], _out_room(expected))
         main_before = child.main_cpu_ns()
         other_before = other.child.cpu_ns()
         read = side.name == "submission"
@@ -853,22 +847,8 @@ class _Evaluation:
             if not isinstance(replies, list) or len(replies) != len(sets) or not all(isinstance(x, dict) for x in replies):
                 raise (ProtocolViolation if side.name == "submission" else _ReferenceFailed)(
                     f"{self._where}: the {side.name}'s answer does not describe one output per input set")
-            outs = [self._read_output(side, x, j) if read else None for j, x in enumerate(replies)]
+            outs = [_read_output(child, x, j) if read else None for j, x in enumerate(replies)]
         return _Call(sum(claims), window, main_cpu, claims), replies, outs
-
-    def _read_output(self, side: _Side, desc: dict[str, Any], index: int) -> torch.Tensor | None:
-        """The ``index``-th output of a request of several input sets, from the child's slot or
-        memory (``None`` when it is not a plain tensor).
-
-        Raises:
-            ProtocolViolation: an output description that does not fit its slot.
-        """
-        if desc.get("out") is None:
-            return None
-        try:
-            return side.child.arena.read_output(desc["out"], side.child.mem_fd, index)
-        except SlotError as e:
-            raise ProtocolViolation(str(e)) from None
 
     def _check_batch(self, paired: _Paired, outputs: list[tuple[int, dict[str, Any], torch.Tensor | None,
                                                                    torch.Tensor]]) -> None:
@@ -974,6 +954,26 @@ def _ns_list(value: Any, expected: int | None) -> list[int]:
             or not all(type(t) is int and 0 <= t < 10**15 for t in value)):
         raise ProtocolViolation("the child answered malformed timings")
     return value
+
+
+def _out_room(ref: torch.Tensor) -> int:
+    """Bytes of the output slot a call gets: up to twice the reference's output."""
+    return 2 * _nbytes(ref)
+
+
+def _read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) -> torch.Tensor | None:
+    """The output an answer (or, in a request of several input sets, the ``index``-th call's
+    part of it) describes, from the child's slot or memory; ``None`` when it is not a plain tensor.
+
+    Raises:
+        ProtocolViolation: an output description that does not fit its slot.
+    """
+    if reply.get("out") is None:
+        return None
+    try:
+        return child.arena.read_output(reply["out"], child.mem_fd, index)
+    except SlotError as e:
+        raise ProtocolViolation(str(e)) from None
 
 
 def _nbytes(data: Any) -> int:
