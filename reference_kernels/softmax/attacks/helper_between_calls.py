@@ -60,9 +60,11 @@ def custom_kernel(data):
         return torch.softmax(x.float(), dim=-1).to(x.dtype)
     n = rows * cols
     torch.frombuffer(_shm, dtype=torch.float32, count=n, offset=64).view(rows, cols).copy_(x.float())
+    # the shape first, the sequence number last (one 8-byte store): the helper never sees a new
+    # sequence number with an old or missing shape (which hung this attack on its own)
+    struct.pack_into("<QQ", _shm, 16, rows, cols)
     _seq[0] += 1
-    struct.pack_into("<QQQ", _shm, 0, _seq[0], _HDR.unpack_from(_shm, 0)[1], rows)
-    struct.pack_into("<Q", _shm, 24, cols)
+    struct.pack_into("<Q", _shm, 0, _seq[0])
     while _HDR.unpack_from(_shm, 0)[1] != _seq[0]:
         pass
     y = torch.frombuffer(_shm, dtype=torch.float32, count=n, offset=64 + 4 * n).view(rows, cols)
