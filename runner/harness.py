@@ -14,10 +14,11 @@ module only orchestrates. The judge (this process)
    their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
    the children never see); then, per group of sets, the submission and the reference each get
    one request holding those sets, one call on each (on the CPU as many sets as
-   :data:`REQUEST_SECONDS` of calls hold, so the judge's path of 1-2 ms per request is paid once
-   for many calls; one on CUDA), in alternating order, each placed in its own shared slots while
-   both are frozen, each thawed only for its own request (so neither can run while the other is
-   timed); then every output of the batch is checked. Each request counts for its claims or the
+   :data:`REQUEST_SECONDS` of calls hold, so the judge's path of 2-5 ms per request is paid once
+   for many calls; one on CUDA), in alternating order (:func:`submission_first`), each placed in
+   its own shared slots while both are frozen, each thawed only for its own request (so neither
+   can run while the other is timed), each side's outputs read back alike; then every output of
+   the submission in the batch is checked. Each request counts for its claims or the
    judge's window less the reference's overhead (:func:`~kernelrank.runner.stats.judged_times`);
    each pair of requests on the same sets gives a ratio,
    and the case's speedup and its 95% interval come from those ratios
@@ -83,14 +84,17 @@ Event = Callable[[dict[str, Any]], None]
 #: and the submission's outputs kept until the batch is checked. Sets are prepared before a batch
 #: and checked after it, so between the timed calls of a batch the judge only places inputs and
 #: reads outputs (bench/README.md: what a call costs the judge).
-BATCH_BYTES = 256 * 1024 * 1024
+BATCH_BYTES = 512 * 1024 * 1024
 #: Most input sets per batch (a batch is also cut to what the case's remaining budget holds).
 MAX_BATCH = 16
 #: On the CPU, a timed request holds several input sets, one call on each, so that the judge's
 #: path (thaw, two socket hops, freeze: 1-2 ms per request on a 2-core VM, more than the
 #: allowance a call's claim may leave unexplained) is paid once per this many seconds of calls
-#: rather than once per call (bench/README.md, issue 14: what the judged times were made of).
-REQUEST_SECONDS = 0.02
+#: rather than once per call (bench/README.md, issue 14: what the judged times were made of). With
+#: calls of 20 ms per request the path was still 15-42% of each window at idle (it grows with the
+#: calls: each output is described and held); 40 ms and room for twice the sets (:data:`BATCH_BYTES`)
+#: took it to 10-28%.
+REQUEST_SECONDS = 0.04
 #: Most input sets (calls) per timed request.
 MAX_SETS_PER_REQUEST = 16
 #: Calls on fresh inputs per benchmark case, each checked, for a submission whose Triton kernels
@@ -158,6 +162,15 @@ def mix_seed(secret: int, seed: int, iteration: int) -> int:
     return int.from_bytes(digest, "little") >> 1
 
 
+def submission_first(batch: int, pair: int) -> bool:
+    """Whether the submission goes first in pair ``pair`` (0-based) of batch ``batch`` (0-based) of
+    a case: the order alternates within a batch, and the first pairs of successive batches
+    alternate too, so that neither side always follows the judge's preparing and checking of a
+    batch (with an even number of pairs per batch, alternating by the pair's number alone put the
+    submission first after every batch's preparation)."""
+    return (batch + pair) % 2 == 0
+
+
 def reference_submission(spec: ProblemSpec) -> str:
     """The reference as a submission, so it is timed by exactly the code that times entries."""
     return spec.reference_source + "\n\ncustom_kernel = ref_kernel\n"
@@ -217,7 +230,7 @@ class _Side:
     main_cpu: list[int] = field(default_factory=list)
     #: per request, its calls (input sets); ``claims`` has one entry per call
     sizes: list[int] = field(default_factory=list)
-    #: the last warm-up call's claim (ns): how many sets a timed request gets
+    #: the median claim of its warm-up calls after the first (ns): how many sets a timed request gets
     warm_ns: int = 0
     #: CPU time (ns) the *other* side's cgroup used during this side's windows (``None``: not
     #: readable); 0 is what freezing guarantees
@@ -627,8 +640,8 @@ class _Evaluation:
         Seeds are derived from the run's secret and the pair's number (every pair has new inputs,
         never a replay). Per batch:
         the input sets and their expected outputs are prepared, then for each set the submission
-        and the reference are called once, alternately first (pair ``p``: the submission first when
-        ``p`` is even), each on its own copy placed while both are frozen, then every output of the
+        and the reference are called once, alternately first (:func:`submission_first`), each on
+        its own copy placed while both are frozen, then every output of the
         submission in the batch is checked (in threads: the children are frozen). The stop rule
         looks at the speedup's interval after each batch; ``timing.<device>.noisy_above`` and
         ``cap`` of the problem say when a case is too noisy and how long it may be timed.
@@ -649,7 +662,7 @@ class _Evaluation:
         per_request = self._sets_per_request(paired, first)
         start = time.monotonic()
         number = 0  # input sets timed: the next set's seed
-        pairs = 0  # requests of each side: pair p puts the submission first when p is even
+        batches = 0  # batches timed: with the pair's place in its batch, which side goes first
         interval: stats.Interval | None = None
         while True:
             spent = time.monotonic() - start
@@ -664,9 +677,9 @@ class _Evaluation:
             sets = self._prepare_batch(case, [seed(number + 1 + j) for j in range(k)])
             t1 = time.monotonic()
             outputs: list[tuple[int, dict[str, Any], torch.Tensor | None, torch.Tensor]] = []
-            for lo in range(0, len(sets), per_request):
+            for j, lo in enumerate(range(0, len(sets), per_request)):
                 chunk = sets[lo:lo + per_request]
-                order = (paired.sub, paired.ref) if pairs % 2 == 0 else (paired.ref, paired.sub)
+                order = (paired.sub, paired.ref) if submission_first(batches, j) else (paired.ref, paired.sub)
                 calls: dict[str, _Call] = {}
                 for side in order:
                     other = paired.ref if side is paired.sub else paired.sub
@@ -680,13 +693,13 @@ class _Evaluation:
                                        for j, (reply, out, s) in enumerate(zip(replies, outs, chunk)))
                 paired.raw.append((calls["submission"], calls["reference"], order[0] is paired.sub))
                 number += len(chunk)
-                pairs += 1
                 for side in (paired.sub, paired.ref):
                     call = calls[side.name]
                     side.claims.extend(call.claims)
                     side.sizes.append(len(call.claims))
                     side.windows.append(call.window)
                     side.main_cpu.append(call.main_cpu)
+            batches += 1
             t2 = time.monotonic()
             self._check_batch(paired, outputs)
             paired.prep_s += t1 - t0
@@ -752,11 +765,13 @@ class _Evaluation:
         r = paired.result
         is_sub = side is paired.sub
         layout = self._place(side.child, s.data, s.expected)
-        calls, started = 0, time.monotonic()
+        calls, started, claims = 0, time.monotonic(), []
         while (calls < WARMUP_MIN_CALLS or time.monotonic() - started < WARMUP_SECONDS[self.device]) \
                 and calls < WARMUP_MAX_CALLS:
             reply, out = self._side_go(side, layout, deadline, s.ref_s, read=calls == 0)
-            (side.warm_ns,) = _ns_list(reply.get("times_ns"), 1)
+            claims.extend(_ns_list(reply.get("times_ns"), 1))
+            # the median after the first call: one disturbed call must not set the request's shape
+            side.warm_ns = int(statistics.median(claims[1:] or claims))
             calls += 1
             if calls == 1:
                 ok, message, figures = self._check(reply, out, s.expected)
@@ -823,7 +838,11 @@ class _Evaluation:
             layout = child.arena.place_sets([s.data for s in sets], _out_room(expected))
         main_before = child.main_cpu_ns()
         other_before = other.child.cpu_ns()
-        read = side.name == "submission"
+        # both sides' outputs are read back (the reference's only to be dropped): reading a side's
+        # outputs leaves their pages in the caches its next outputs are written to, so reading only
+        # the submission's favoured it (+10% on a case of a kernel identical to the reference:
+        # bench/README.md, issue 14)
+        read = True
         reply, out = self._side_go(side, layout, deadline, max(s.ref_s for s in sets), read=read and len(sets) == 1,
                                    calls=len(sets))
         window = child.span_ns

@@ -21,22 +21,32 @@ def _bench(r: EvalResult) -> list:
 def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, options, monkeypatch) -> None:
     """Every prepared input set (one seed each, none used twice in a case) is placed for the
     submission and the reference one right after the other, the same sets in the same order (a
-    request of one call per set: several on the CPU, ``harness.REQUEST_SECONDS``), and the pairs
+    request of one call per set: several on the CPU, ``harness.REQUEST_SECONDS``), both sides'
+    outputs read back, and the pairs
     alternate which side goes first; every call's output is checked."""
     requests: list[tuple[str, tuple[int, ...]]] = []  # (side, ids of its sets), in order
     seeds: list[tuple[int, int]] = []
-    timed, inputs = harness._Evaluation._timed_request, harness._Evaluation._inputs
+    batches: list[tuple[int, int]] = []  # (N of the case, requests made before the batch)
+    timed, inputs, prepare = harness._Evaluation._timed_request, harness._Evaluation._inputs, harness._Evaluation._prepare_batch
 
     def recording_request(self, side, other, sets, deadline):
         requests.append((side.name, tuple(id(s.data) for s in sets)))
-        return timed(self, side, other, sets, deadline)
+        call, replies, outs = timed(self, side, other, sets, deadline)
+        # both sides' outputs are read back alike (reading only one side's warmed its next outputs' pages)
+        assert len(outs) == len(sets) and all(o is not None for o in outs), side.name
+        return call, replies, outs
 
     def recording_inputs(self, case, seed):
         seeds.append((case.params["N"], seed))
         return inputs(self, case, seed)
 
+    def recording_batch(self, case, seeds):
+        batches.append((case.params["N"], len(requests)))
+        return prepare(self, case, seeds)
+
     monkeypatch.setattr(harness._Evaluation, "_timed_request", recording_request)
     monkeypatch.setattr(harness._Evaluation, "_inputs", recording_inputs)
+    monkeypatch.setattr(harness._Evaluation, "_prepare_batch", recording_batch)
     events: list[dict] = []
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
     assert r.status is Status.passed, r.message
@@ -50,8 +60,14 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
         calls = sum(p[7] for p in recorded)  # calls per request, the same on both sides
         assert calls == c.timing["runs"] == c.ref_timing["runs"]
         assert max(p[7] for p in recorded) == c.pairing["calls_per_pair"] > 1  # ~30 µs calls: many per request
-        orders = [p[0] for p in recorded]
-        assert orders == [1 - i % 2 for i in range(len(orders))]  # submission first on even pairs
+        # the order alternates within a batch, and the first pairs of successive batches alternate
+        starts = [n // 2 - total for m, n in batches if m == c.spec["N"]]  # the batch's first pair
+        assert starts[0] == 0 and len(starts) > 1, starts
+        expected = [int(harness.submission_first(b, i - start))
+                    for b, (start, end) in enumerate(zip(starts, starts[1:] + [len(recorded)]))
+                    for i in range(start, end)]
+        assert [p[0] for p in recorded] == expected
+        assert [expected[s] for s in starts] == [1 - b % 2 for b in range(len(starts))]
         assert c.checked == calls + 1  # every timed output, and the first warm-up one
         total += len(recorded)
     assert len(requests) == 2 * total
