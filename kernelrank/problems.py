@@ -111,7 +111,7 @@ class CaseTiming(_Strict):
     spent gets more time, up to ``cap`` times it in all; a run with a case still wider then is
     marked too noisy and not ranked (:func:`kernelrank.runner.stats.stop_rule`). ±25% by default:
     the judge's own floor on this project's 2-core CPU machines at idle is ±4-12% per case (the
-    per-request overhead of the freezer path, about 1-2 ms, rides on every judged time:
+    per-request path around the calls, 2-5 ms on a small VM, rides on every judged time:
     ``bench/README.md``), so a tighter limit refused honest runs on an idle machine (±10% did, about
     half of them), while runs taken beside a CPU hog or at load 5-15 reach ±20-100%.
 
