@@ -97,6 +97,11 @@ MAX_BATCH = 16
 REQUEST_SECONDS = 0.04
 #: Most input sets (calls) per timed request.
 MAX_SETS_PER_REQUEST = 16
+#: Share of a case's wall time its timed calls take on the CPU, for sizing requests before any
+#: pair is timed (idle: 14-35%, bench/README.md). Bigger requests on a short budget left a case a
+#: single pair: no interval, and an estimate one disturbed pair decides (the self-test's quick
+#: mode, 0.15 s per case, read 3.5x for a kernel doing what the reference does).
+TIMED_SHARE_GUESS = 0.25
 #: Calls on fresh inputs per benchmark case, each checked, for a submission whose Triton kernels
 #: ran under the interpreter (it is judged for correctness; its times measure the interpreter).
 INTERPRETED_CALLS = 2
@@ -659,7 +664,7 @@ class _Evaluation:
             self._time_interpreted(paired, case, seed, deadline)
             return paired
         self._warm_up(paired, paired.ref, first, deadline)
-        per_request = self._sets_per_request(paired, first)
+        per_request = self._sets_per_request(paired, first, budget_s)
         start = time.monotonic()
         number = 0  # input sets timed: the next set's seed
         batches = 0  # batches timed: with the pair's place in its batch, which side goes first
@@ -709,17 +714,20 @@ class _Evaluation:
                 return paired
             interval = paired.interval()
 
-    def _sets_per_request(self, paired: _Paired, first: _Set) -> int:
+    def _sets_per_request(self, paired: _Paired, first: _Set, budget_s: float) -> int:
         """Input sets (calls) per timed request: on the CPU as many as :data:`REQUEST_SECONDS`
-        of the faster side's warm-up call hold, at most :data:`MAX_SETS_PER_REQUEST` and what
-        :data:`BATCH_BYTES` holds; one on CUDA (its calls are judged in batches of requests,
-        :meth:`_Paired.judged`)."""
+        of the faster side's warm-up call hold, at most :data:`MAX_SETS_PER_REQUEST`, what
+        :data:`BATCH_BYTES` holds, and few enough that the case's budget (``budget_s``, seconds)
+        holds :data:`~kernelrank.runner.stats.MIN_PAIRS` pairs (the calls taking
+        :data:`TIMED_SHARE_GUESS` of it), so that short budgets still give an interval; one on
+        CUDA (its calls are judged in batches of requests, :meth:`_Paired.judged`)."""
         if self.device != "cpu":
             return 1
         call_ns = min(t for t in (paired.sub.warm_ns, paired.ref.warm_ns, 1 << 62) if t > 0)
         by_time = max(1, math.ceil(REQUEST_SECONDS * 1e9 / call_ns))
         by_memory = max(1, BATCH_BYTES // max(1, first.nbytes))
-        return max(1, min(by_time, by_memory, MAX_SETS_PER_REQUEST))
+        by_budget = max(1, int(budget_s * 1e9 * TIMED_SHARE_GUESS / (2 * stats.MIN_PAIRS * call_ns)))
+        return max(1, min(by_time, by_memory, by_budget, MAX_SETS_PER_REQUEST))
 
     def _batch_size(self, paired: _Paired, first: _Set, left_s: float, per_request: int = 1) -> int:
         """Input sets to prepare for the next batch: what :data:`BATCH_BYTES` holds, at most

@@ -165,3 +165,24 @@ def test_a_noisy_case_is_marked_and_the_run_says_so(double, options, monkeypatch
     assert r.status is Status.passed, r.message
     assert r.noisy and all(c.noisy for c in _bench(r))
     assert "too noisy to rank" in r.message
+
+
+def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> None:
+    """On the CPU a request holds ``REQUEST_SECONDS`` of calls, but no more than lets the case's
+    budget hold ``stats.MIN_PAIRS`` pairs: on a short budget a case must still get an interval."""
+    from types import SimpleNamespace
+
+    from kernelrank.runner import stats
+
+    judge = SimpleNamespace(device="cpu")
+    paired = SimpleNamespace(sub=SimpleNamespace(warm_ns=2_000_000), ref=SimpleNamespace(warm_ns=3_000_000))
+    small = SimpleNamespace(nbytes=1 << 20)
+    size = harness._Evaluation._sets_per_request
+    assert size(judge, paired, small, 3.0) == min(harness.MAX_SETS_PER_REQUEST,
+                                                  math.ceil(harness.REQUEST_SECONDS / 0.002))
+    short = size(judge, paired, small, 0.15)
+    assert short == 1
+    for budget in (0.3, 1.0, 3.0):  # what the budget holds: MIN_PAIRS pairs of both sides' calls
+        k = size(judge, paired, small, budget)
+        assert k == 1 or 2 * stats.MIN_PAIRS * k * 0.002 <= budget * harness.TIMED_SHARE_GUESS
+    assert size(SimpleNamespace(device="cuda"), paired, small, 3.0) == 1
