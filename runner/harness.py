@@ -88,7 +88,7 @@ BATCH_BYTES = 512 * 1024 * 1024
 #: Most input sets per batch (a batch is also cut to what the case's remaining budget holds).
 MAX_BATCH = 16
 #: On the CPU, a timed request holds several input sets, one call on each, so that the judge's
-#: path (thaw, two socket hops, freeze: 1-2 ms per request on a 2-core VM, more than the
+#: path (thaw, two socket hops, freeze: 2-5 ms per request on a 2-core VM, more than the
 #: allowance a call's claim may leave unexplained) is paid once per this many seconds of calls
 #: rather than once per call (bench/README.md, issue 14: what the judged times were made of). With
 #: calls of 20 ms per request the path was still 15-42% of each window at idle (it grows with the
@@ -682,9 +682,10 @@ class _Evaluation:
             sets = self._prepare_batch(case, [seed(number + 1 + j) for j in range(k)])
             t1 = time.monotonic()
             outputs: list[tuple[int, dict[str, Any], torch.Tensor | None, torch.Tensor]] = []
-            for j, lo in enumerate(range(0, len(sets), per_request)):
+            for in_batch, lo in enumerate(range(0, len(sets), per_request)):
                 chunk = sets[lo:lo + per_request]
-                order = (paired.sub, paired.ref) if submission_first(batches, j) else (paired.ref, paired.sub)
+                first_side = submission_first(batches, in_batch)
+                order = (paired.sub, paired.ref) if first_side else (paired.ref, paired.sub)
                 calls: dict[str, _Call] = {}
                 for side in order:
                     other = paired.ref if side is paired.sub else paired.sub
