@@ -84,17 +84,18 @@ Event = Callable[[dict[str, Any]], None]
 #: and the submission's outputs kept until the batch is checked. Sets are prepared before a batch
 #: and checked after it, so between the timed calls of a batch the judge only places inputs and
 #: reads outputs (bench/README.md: what a call costs the judge).
-BATCH_BYTES = 512 * 1024 * 1024
+BATCH_BYTES = 256 * 1024 * 1024
 #: Most input sets per batch (a batch is also cut to what the case's remaining budget holds).
 MAX_BATCH = 16
 #: On the CPU, a timed request holds several input sets, one call on each, so that the judge's
 #: path (thaw, two socket hops, freeze: 2-5 ms per request on a 2-core VM, more than the
 #: allowance a call's claim may leave unexplained) is paid once per this many seconds of calls
-#: rather than once per call (bench/README.md, issue 14: what the judged times were made of). With
-#: calls of 20 ms per request the path was still 15-42% of each window at idle (it grows with the
-#: calls: each output is described and held); 40 ms and room for twice the sets (:data:`BATCH_BYTES`)
-#: took it to 10-28%.
-REQUEST_SECONDS = 0.04
+#: rather than once per call (bench/README.md, issue 14: what the judged times were made of). At
+#: 20 ms the path is still 15-42% of each window at idle (it grows with the calls: each output is
+#: described and held); 40 ms with room for twice the sets took it to 10-28%, but left 7-24 pairs
+#: per case, and more honest runs were marked too noisy (one of five at idle, and a CI run's):
+#: tried, not kept.
+REQUEST_SECONDS = 0.02
 #: Most input sets (calls) per timed request.
 MAX_SETS_PER_REQUEST = 16
 #: Share of a case's wall time its timed calls take on the CPU, for sizing requests before any
