@@ -698,7 +698,7 @@ class _Evaluation:
                             return paired
                         outputs.extend((number + j, reply, out, s.expected)
                                        for j, (reply, out, s) in enumerate(zip(replies, outs, chunk)))
-                paired.raw.append((calls["submission"], calls["reference"], order[0] is paired.sub))
+                paired.raw.append((calls["submission"], calls["reference"], first_side))
                 number += len(chunk)
                 for side in (paired.sub, paired.ref):
                     call = calls[side.name]
@@ -780,8 +780,6 @@ class _Evaluation:
                 and calls < WARMUP_MAX_CALLS:
             reply, out = self._side_go(side, layout, deadline, s.ref_s, read=calls == 0)
             claims.extend(_ns_list(reply.get("times_ns"), 1))
-            # the median after the first call: one disturbed call must not set the request's shape
-            side.warm_ns = int(statistics.median(claims[1:] or claims))
             calls += 1
             if calls == 1:
                 ok, message, figures = self._check(reply, out, s.expected)
@@ -800,6 +798,8 @@ class _Evaluation:
             elif is_sub and reply.get("alias"):
                 r.passed, r.message = False, f"warm-up: {reply['alias']!s:.500}"
                 return False
+        # the median after the first call: one disturbed call must not set the request's shape
+        side.warm_ns = int(statistics.median(claims[1:] or claims))
         return True
 
     def _time_interpreted(self, paired: _Paired, case: Case, seed: Callable[[int], int], deadline: float) -> None:
@@ -839,7 +839,7 @@ class _Evaluation:
         """One timed request of one side, one call on its copy of each of ``sets`` (one set: the
         plain layout; several: :meth:`~kernelrank.runner.slots.Arena.place_sets`), the other side
         frozen throughout; the request's figures, and per call the answer about its output and the
-        output (read for the submission only)."""
+        output (read back for both sides alike; the caller keeps only the submission's)."""
         child = side.child
         expected = sets[0].expected
         if len(sets) == 1:
@@ -852,8 +852,7 @@ class _Evaluation:
         # outputs leaves their pages in the caches its next outputs are written to, so reading only
         # the submission's favoured it (+10% on a case of a kernel identical to the reference:
         # bench/README.md, issue 14)
-        read = True
-        reply, out = self._side_go(side, layout, deadline, max(s.ref_s for s in sets), read=read and len(sets) == 1,
+        reply, out = self._side_go(side, layout, deadline, max(s.ref_s for s in sets), read=len(sets) == 1,
                                    calls=len(sets))
         window = child.span_ns
         other_after = other.child.cpu_ns()
@@ -876,7 +875,7 @@ class _Evaluation:
             if not isinstance(replies, list) or len(replies) != len(sets) or not all(isinstance(x, dict) for x in replies):
                 raise (ProtocolViolation if side.name == "submission" else _ReferenceFailed)(
                     f"{self._where}: the {side.name}'s answer does not describe one output per input set")
-            outs = [_read_output(child, x, j) if read else None for j, x in enumerate(replies)]
+            outs = [_read_output(child, x, j) for j, x in enumerate(replies)]
         return _Call(sum(claims), window, main_cpu, claims), replies, outs
 
     def _check_batch(self, paired: _Paired, outputs: list[tuple[int, dict[str, Any], torch.Tensor | None,
