@@ -109,7 +109,14 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     ``TRITON_INTERPRET=1`` on the CPU device runs Triton kernels under Triton's interpreter;
     ``TORCH_EXTENSIONS_DIR`` gives C++/CUDA builds a per-submission build folder. OpenMP keeps
     its default spin-wait: idle threads that sleep at once make every call after a pause pay for
-    waking them (measured here: a softmax 2x slower after 30 ms of idle threads).
+    waking them (measured here: a softmax 2x slower after 30 ms of idle threads). OpenMP's
+    threads are bound one per CPU (``OMP_PROC_BIND=close``, ``OMP_PLACES=threads``; the main
+    thread on the first CPU the child may use): unbound, the child's main thread and its OpenMP
+    worker were often left sharing one CPU while the other stood idle after the judge's thread
+    went to sleep there, for 4-12 ms until the kernel's balancer moved one (15-20% of a softmax's
+    calls took 4x their time, and per-request log ratios had a standard deviation of 0.5-0.8
+    against 0.03-0.1 bound: ``bench/README.md``, issue 14). Threads a submission starts itself,
+    outside OpenMP, inherit the main thread's CPU.
     """
     src = os.environ if source_env is None else source_env
     env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
@@ -124,6 +131,8 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
         "USER": SANDBOX_USER,
         "LOGNAME": SANDBOX_USER,
         "OMP_NUM_THREADS": n,
+        "OMP_PROC_BIND": "close",  # one thread per CPU: see the docstring
+        "OMP_PLACES": "threads",
         "MKL_NUM_THREADS": n,
         "OPENBLAS_NUM_THREADS": n,
         "MAX_JOBS": n,

@@ -146,6 +146,32 @@ def test_isolation_is_recorded(double, options) -> None:
         assert iso["capabilities"] == "0000000000000000" and lim["processes_enforced"]
 
 
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_openmp_threads_are_bound_one_per_cpu(double, options, start: str) -> None:
+    """The timed child's OpenMP threads each keep to a CPU of their own, the main thread to the
+    first CPU the judge may use, whether the child starts cold or is forked from a zygote
+    (``sandbox.child_environment``: unbound, the main thread and its worker shared a CPU for
+    milliseconds at a time while the other stood idle)."""
+    import json
+
+    from kernelrank.runner.devices import cpu_threads
+    from kernelrank.runner.zygote import Zygote
+
+    zygote = Zygote.start("cpu", cpu_threads(0)) if start == "warm" else None
+    try:
+        r = _run(double, submission("report_scheduling.py"), _options(options, zygote=zygote))
+    finally:
+        if zygote is not None:
+            zygote.close()
+    assert r.status.value == "passed", r.message
+    report = json.loads([line for line in r.logs["stdout"].splitlines() if line.startswith("{")][-1])
+    cpus = sorted(os.sched_getaffinity(0))
+    assert report["main"] == str(cpus[0]), report
+    bound = {mask for mask in report["threads"].values() if mask.isdigit()}
+    assert len(bound) >= min(report["torch_threads"], len(cpus)), report
+    assert bound <= {str(c) for c in cpus}, report
+
+
 def test_required_network_isolation_refuses_to_run_unisolated(double, options, tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     src = f"open({str(marker)!r}, 'w').close()\n" + submission("double_ok.py")
