@@ -107,9 +107,13 @@ class CaseTiming(_Strict):
     """How long one benchmark case is timed (in pairs with the reference), per timed mode.
 
     ``benchmark``, ``leaderboard``: seconds of wall time per case. A case whose speedup's 95%
-    interval is still wider than ``noisy_above`` (relative half width: 0.25 is ±25%) when that is
-    spent gets more time, up to ``cap`` times it in all; a run with a case still wider then is
-    marked too noisy and not ranked (:func:`kernelrank.runner.stats.stop_rule`). ±25% by default:
+    interval is still wider than ``target`` (relative half width: 0.03 is ±3%) when that is spent
+    gets more time, up to ``cap`` times it in all; a run with a case still wider than
+    ``noisy_above`` (0.25 is ±25%) then is marked too noisy and not ranked
+    (:func:`kernelrank.runner.stats.stop_rule`). ±3% by default: at the budget alone (3 s per
+    softmax case on the CPU, 11-16 pairs) five leaderboard runs of one file scored max/min 1.05-1.07
+    at idle, with the extra time (23-31 s a run instead of 15 s) 1.021 (``bench/README.md``,
+    issue 14). ``noisy_above`` is ±25% by default:
     the judge's own floor on this project's 2-core CPU machines at idle is ±4-12% per case (the
     per-request path around the calls, 2-5 ms on a small VM, rides on every judged time:
     ``bench/README.md``), so a tighter limit refused honest runs on an idle machine (±10% did, about
@@ -123,6 +127,7 @@ class CaseTiming(_Strict):
 
     benchmark: float = Field(gt=0)
     leaderboard: float = Field(gt=0)
+    target: float = Field(default=0.03, gt=0)
     noisy_above: float = Field(default=0.25, gt=0)
     cap: float = Field(default=3.0, ge=1)
     cuda_graph: bool = False

@@ -649,8 +649,9 @@ class _Evaluation:
         and the reference are called once, alternately first (:func:`submission_first`), each on
         its own copy placed while both are frozen, then every output of the
         submission in the batch is checked (in threads: the children are frozen). The stop rule
-        looks at the speedup's interval after each batch; ``timing.<device>.noisy_above`` and
-        ``cap`` of the problem say when a case is too noisy and how long it may be timed.
+        looks at the speedup's interval after each batch; ``timing.<device>.target``,
+        ``noisy_above`` and ``cap`` of the problem say how long a case may be timed and when it is
+        too noisy.
         """
         timing = self.definition.timing[self.device]  # type: ignore[index]
         budget_s = getattr(timing, self.mode)
@@ -673,7 +674,7 @@ class _Evaluation:
         while True:
             spent = time.monotonic() - start
             stop, noisy = stats.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
-                                          stats.PRECISION[self.device])
+                                          stats.PRECISION[self.device], target=timing.target)
             if stop:
                 r.noisy = noisy
                 return paired

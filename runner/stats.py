@@ -296,21 +296,25 @@ PRECISION = {"cpu": 0.01, "cuda": 0.002}
 
 
 def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_above: float, cap: float,
-              precision: float, min_pairs: int = MIN_PAIRS, max_pairs: int = MAX_PAIRS) -> tuple[bool, bool]:
+              precision: float, min_pairs: int = MIN_PAIRS, max_pairs: int = MAX_PAIRS,
+              target: float | None = None) -> tuple[bool, bool]:
     """Whether to stop timing a case, and whether it is (still) too noisy: ``(stop, noisy)``.
 
     Args:
         interval: the case's speedup interval so far (``None`` before any pair).
         spent_s: seconds spent timing the case so far (warm-up excluded).
         budget_s: the case's timing budget (the problem's ``timing`` for the device and mode).
-        noisy_above: relative half width beyond which a case is too noisy once its budget is spent.
+        noisy_above: relative half width beyond which a case is too noisy once its time is up.
         cap: most time per case, as a multiple of ``budget_s`` (>= 1).
         precision: relative half width at which the case may stop early (:data:`PRECISION`).
+        target: relative half width a case is timed to, past its budget if need be (the
+            problem's ``CaseTiming.target``); ``None`` or above ``noisy_above``: ``noisy_above``.
 
     Stops at ``max_pairs``; early, after ``min_pairs``, once the half width is under
-    ``precision``; at the budget, when the half width is at most ``noisy_above``; otherwise
-    timing goes on (a noisy case gets more time) until ``cap * budget_s``, where it stops, noisy
-    if still too wide. A budget spent before ``min_pairs`` (a slow kernel) counts like any other.
+    ``precision``; at the budget, when the half width is at most ``target``; otherwise timing
+    goes on (a case short of its target gets more time) until ``cap * budget_s``, where it stops,
+    noisy if wider than ``noisy_above``. A budget spent before ``min_pairs`` (a slow kernel) counts
+    like any other.
     """
     n = 0 if interval is None else interval.n
     width = math.inf if interval is None else interval.half_width
@@ -318,7 +322,8 @@ def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_
         return True, width > noisy_above
     if n >= min_pairs and width <= precision:
         return True, False
-    if spent_s >= budget_s and n >= 1 and width <= noisy_above:
+    enough = noisy_above if target is None else min(target, noisy_above)
+    if spent_s >= budget_s and n >= 1 and width <= enough:
         return True, False
     if spent_s >= cap * budget_s and n >= 1:
         return True, width > noisy_above

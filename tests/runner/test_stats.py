@@ -165,6 +165,25 @@ def test_stop_rule() -> None:
     assert rule(_interval(stats.MAX_PAIRS, 0.2), 0.1) == (True, True)
 
 
+
+def test_stop_rule_times_a_case_past_its_budget_to_its_target() -> None:
+    rule = lambda i, spent: stats.stop_rule(i, spent, budget_s=3.0, noisy_above=0.25, cap=3.0,  # noqa: E731
+                                            precision=0.01, target=0.03)
+    assert rule(_interval(30, 0.02), 3.0) == (True, False)  # within the target at the budget
+    assert rule(_interval(30, 0.05), 3.0) == (False, False)  # short of it: more time (not noisy)...
+    assert rule(_interval(60, 0.05), 9.0) == (True, False)  # ...until the cap, ranked: within noisy_above
+    assert rule(_interval(60, 0.30), 9.0) == (True, True)  # still wider than noisy_above: noisy
+    # a target looser than noisy_above is noisy_above
+    assert stats.stop_rule(_interval(30, 0.2), 3.0, 3.0, 0.1, 3.0, 0.01, target=0.5) == (False, False)
+    assert stats.stop_rule(_interval(30, 0.2), 3.0, 3.0, 0.25, 3.0, 0.01) == (True, False)  # no target
+
+
+def test_cases_are_timed_to_three_percent_by_default() -> None:
+    from kernelrank.problems import CaseTiming
+
+    timing = CaseTiming(benchmark=3.0, leaderboard=3.0)
+    assert (timing.target, timing.noisy_above, timing.cap) == (0.03, 0.25, 3.0)
+
 # -- the wall-clock judging of claims ----------------------------------------------------------------
 def test_judged_times_keep_honest_claims_and_replace_short_ones() -> None:
     overhead = 80_000
