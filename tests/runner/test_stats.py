@@ -165,7 +165,6 @@ def test_stop_rule() -> None:
     assert rule(_interval(stats.MAX_PAIRS, 0.2), 0.1) == (True, True)
 
 
-
 def test_stop_rule_times_a_case_past_its_budget_to_its_target() -> None:
     rule = lambda i, spent: stats.stop_rule(i, spent, budget_s=3.0, noisy_above=0.25, cap=3.0,  # noqa: E731
                                             precision=0.01, target=0.03)
@@ -183,6 +182,7 @@ def test_cases_are_timed_to_three_percent_by_default() -> None:
 
     timing = CaseTiming(benchmark=3.0, leaderboard=3.0)
     assert (timing.target, timing.noisy_above, timing.cap) == (0.03, 0.25, 3.0)
+
 
 # -- the wall-clock judging of claims ----------------------------------------------------------------
 def test_judged_times_keep_honest_claims_and_replace_short_ones() -> None:
