@@ -113,11 +113,11 @@ class CaseTiming(_Strict):
     (:func:`kernelrank.runner.stats.stop_rule`). ±3% by default: at the budget alone (3 s per
     softmax case on the CPU, 11-16 pairs) five leaderboard runs of one file scored max/min 1.05-1.07
     at idle, with the extra time (23-31 s a run instead of 15 s) 1.021 (``bench/README.md``,
-    issue 14). ``noisy_above`` is ±25% by default:
-    the judge's own floor on this project's 2-core CPU machines at idle is ±4-12% per case (the
-    per-request path around the calls, 2-5 ms on a small VM, rides on every judged time:
-    ``bench/README.md``), so a tighter limit refused honest runs on an idle machine (±10% did, about
-    half of them), while runs taken beside a CPU hog or at load 5-15 reach ±20-100%.
+    issue 14). ``noisy_above`` is ±25% by default: after the extra time, idle runs on this
+    project's 2-core CPU machines read ±0.8-7% per case, but a case the host disturbs for seconds
+    still reads ±38-51% (two of five such runs in one set, rightly not ranked); beside a CPU hog
+    cases read ±2.8-12%. Set before the extra time, when the judge's floor at idle was ±4-12%, a
+    limit of ±10% refused about half of the honest idle runs (``bench/README.md``).
 
     On ``cuda``, ``cuda_graph: true`` times every request's calls captured in one CUDA graph and
     launched once (as ``triton.testing.do_bench_cudagraph``), for kernels of a few µs whose launch

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import mmap
 import os
-from typing import Any
+import threading
+from typing import Any, Callable
 
 import torch
 
@@ -119,6 +120,16 @@ class Arena:
         self.out_offset, self.out_bytes = self.outs[0]
         return {"size": self.size, "sets": layouts}
 
+    def _out_slot(self, index: int) -> tuple[int, int]:
+        """``(offset, bytes)`` of the ``index``-th input set's output slot.
+
+        Raises:
+            SlotError: no such input set was placed.
+        """
+        if not 0 <= index < max(1, len(self.outs)):
+            raise SlotError("an output for an input set that was not placed")
+        return self.outs[index] if self.outs else (self.out_offset, self.out_bytes)
+
     def read_output(self, desc: Any, mem_fd: int | None = None, index: int = 0) -> torch.Tensor:
         """A copy of the output the child described (``{"dtype", "shape"}``) from its slot (the
         ``index``-th input set's, for a layout of several: :meth:`place_sets`), or, with
@@ -130,32 +141,53 @@ class Arena:
         """
         if self.device is not None:
             return self.device.read_output(desc)
-        if not 0 <= index < max(1, len(self.outs)):
-            raise SlotError("an output for an input set that was not placed")
-        out_offset, out_bytes = self.outs[index] if self.outs else (self.out_offset, self.out_bytes)
+        out_offset, out_bytes = self._out_slot(index)
         dtype, shape, numel, size = _described(desc, out_bytes)
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
         if "addr" in desc:
-            addr = desc["addr"]
-            if mem_fd is None or type(addr) is not int or not 0 < addr < 1 << 64:
-                raise SlotError("malformed output address")
+            addr = _address(desc, mem_fd)
             # torch's allocator, not a bytearray: no zero-filling, and (with the judge's fixed malloc
             # thresholds, harness.evaluate) memory reused from its heap rather than fresh pages
             buf = torch.empty(size, dtype=torch.uint8)
-            view, done = memoryview(buf.numpy()), 0
-            try:
-                while done < size:
-                    n = os.preadv(mem_fd, [view[done:]], addr + done)
-                    if n <= 0:
-                        raise SlotError("the output's memory could not be read")
-                    done += n
-            except OSError as e:
-                raise SlotError(f"the output's memory could not be read: {e}") from None
+            _pread(mem_fd, memoryview(buf.numpy()), addr)  # type: ignore[arg-type]
             return buf.view(dtype).view(shape)
         assert self._map is not None
         view = torch.frombuffer(self._map, dtype=torch.uint8, count=size, offset=out_offset)
         return view.clone().view(dtype).view(shape)
+
+    def output_reader(self, desc: Any, mem_fd: int | None = None,
+                      index: int = 0) -> tuple[torch.dtype, list[int], Callable[[int, int], torch.Tensor]]:
+        """The output the child described, as ``(dtype, shape, read)``, to be checked piece by
+        piece (:func:`~kernelrank.runner.checking.close_in_pieces`) rather than copied whole:
+        ``read(start, stop)`` gives values ``start..stop-1`` (row-major) as a 1-D tensor of
+        ``dtype``. From the slot (memory file), a view (no copy); with ``"addr"``, read from the
+        child's memory through ``mem_fd`` into a buffer of the calling thread, which its next
+        ``read`` overwrites (pieces of a core's cache, so the output is read once and never held
+        whole); from device slots, a view of the output there. Same arguments and errors as
+        :meth:`read_output`.
+        """
+        if self.device is not None:
+            whole = self.device.read_output(desc)
+            flat = whole.view(-1)
+            return whole.dtype, list(whole.shape), lambda a, b: flat[a:b]
+        out_offset, out_bytes = self._out_slot(index)
+        dtype, shape, numel, size = _described(desc, out_bytes)
+        item = size // numel if numel else 1
+        if "addr" in desc:
+            addr = _address(desc, mem_fd)
+
+            def from_memory(a: int, b: int) -> torch.Tensor:
+                n = (b - a) * item
+                buf = _scratch(n)
+                _pread(mem_fd, memoryview(buf.numpy())[:n], addr + a * item)  # type: ignore[arg-type]
+                return buf[:n].view(dtype)
+
+            return dtype, shape, from_memory
+        assert self._map is not None
+        whole = (torch.frombuffer(self._map, dtype=torch.uint8, count=size, offset=out_offset).view(dtype)
+                 if size else torch.empty(0, dtype=dtype))
+        return dtype, shape, lambda a, b: whole[a:b]
 
     def close(self) -> None:
         if self.device is not None:
@@ -166,6 +198,46 @@ class Arena:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
+
+
+_local = threading.local()
+
+
+def _scratch(n: int) -> torch.Tensor:
+    """This thread's reusable buffer of at least ``n`` bytes (:meth:`Arena.output_reader`)."""
+    buf = getattr(_local, "buf", None)
+    if buf is None or buf.numel() < n:
+        buf = _local.buf = torch.empty(max(n, 1), dtype=torch.uint8)
+    return buf
+
+
+def _address(desc: dict[str, Any], mem_fd: int | None) -> int:
+    """The address of an output the child holds in its own memory (``"addr"``).
+
+    Raises:
+        SlotError: no ``mem_fd`` to read it through, or not an address.
+    """
+    addr = desc["addr"]
+    if mem_fd is None or type(addr) is not int or not 0 < addr < 1 << 64:
+        raise SlotError("malformed output address")
+    return addr
+
+
+def _pread(mem_fd: int, view: memoryview, addr: int) -> None:
+    """Fill ``view`` from the child's memory at ``addr`` (its ``/proc/<pid>/mem``, while frozen).
+
+    Raises:
+        SlotError: the memory could not be read (unmapped, or the process is gone).
+    """
+    done, size = 0, len(view)
+    try:
+        while done < size:
+            n = os.preadv(mem_fd, [view[done:]], addr + done)
+            if n <= 0:
+                raise SlotError("the output's memory could not be read")
+            done += n
+    except OSError as e:
+        raise SlotError(f"the output's memory could not be read: {e}") from None
 
 
 def _described(desc: Any, room: int) -> tuple[torch.dtype, list[int], int, int]:

@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from kernelrank.runner.checking import check_output
+from kernelrank.runner.checking import check_output, close_in_pieces
 
 
 def test_equal_passes_and_reports_zero_error() -> None:
@@ -123,27 +123,61 @@ def test_finite_failure_figures_are_finite_and_count_no_non_finite() -> None:
     assert c.max_abs_error == 0.5 and c.max_rel_error == math.inf  # 0.5 where the reference is 0
 
 
-def test_without_figures_the_verdict_is_the_same() -> None:
-    """``figures=False`` (timed calls' outputs) decides exactly as the full rule, on passing outputs
-    (tiny differences, equal infinities, NaN against NaN) and failing ones (a NaN, an infinity
-    against a number, a value just outside), and gives a failing output its figures all the same."""
+def test_the_quick_rule_never_passes_what_the_full_rule_fails() -> None:
+    """The quick rule of timed calls' outputs (``close_in_pieces``, whole or in pieces) passes
+    exactly the outputs of finite differences within bounds; a failing output (a NaN, an infinity
+    against a number, a value just outside) fails it, and equal non-finite values, which the full
+    rule passes, are left to the full rule (False here: the judge then calls ``check_output``)."""
     g = torch.Generator().manual_seed(11)
     ref = torch.randn(1000, generator=g)
     cases = {"equal": ref.clone(), "within": ref + 1e-7 * ref.abs(), "outside": ref.clone()}
     cases["outside"][3] += 1.0
-    both_inf, both_nan = ref.clone(), ref.clone()
-    both_inf[5] = both_nan[7] = 0.0
     for name, out, reference in [(n, o, ref) for n, o in cases.items()] + [
             ("equal infinities", *_with(ref, 5, float("inf"))), ("NaN against NaN", *_with(ref, 7, float("nan"))),
             ("NaN against a number", _with(ref, 9, float("nan"))[0], ref),
             ("infinity against a number", _with(ref, 9, float("inf"))[0], ref)]:
         full = check_output(out, reference, 1e-6, 1e-5)
-        quick = check_output(out, reference, 1e-6, 1e-5, figures=False)
-        assert quick.passed == full.passed, name
-        if name in cases and full.passed:  # finite differences within bounds: no figures computed
-            assert quick.max_abs_error is None and quick.numel == full.numel
-        else:  # a failing output, or equal non-finite values: the full rule's result, figures and all
-            assert quick == full, name
+        for piece in (1000, 64):
+            quick = close_in_pieces(lambda a, b: out[a:b], reference, 1e-6, 1e-5, piece=piece)  # noqa: B023
+            if name in cases:  # finite values: the same verdict
+                assert quick == full.passed, (name, piece)
+            else:  # non-finite values: never a pass the full rule would refuse
+                assert not quick and full.passed == name.startswith(("equal", "NaN against NaN")), (name, piece)
+
+
+def test_in_pieces_the_quick_rule_is_the_whole_output_s() -> None:
+    """``close_in_pieces`` (timed outputs, read piece by piece where the child left them) holds
+    exactly where the quick rule on the whole output does: a value outside its bound, a NaN or an
+    infinity in any piece, the last (shorter) one included, fails it; an output within bounds
+    passes, in float32 and bfloat16 and in pieces that do not divide the output."""
+    g = torch.Generator().manual_seed(12)
+    for dtype in (torch.float32, torch.bfloat16):
+        ref = torch.randn(37, 29, generator=g).to(dtype)
+        atol, rtol = (1e-6, 1e-5) if dtype == torch.float32 else (1e-6, 3.2e-2)
+        n = ref.numel()
+        for where in (0, 100, n - 1):  # the first piece, a middle one, the last (shorter) one
+            for value in (float("nan"), float("inf"), None):
+                out = ref.clone().view(-1)
+                out[where] = value if value is not None else out[where].float() + 1.0
+                calls: list[tuple[int, int]] = []
+
+                def read(a: int, b: int) -> torch.Tensor:
+                    calls.append((a, b))
+                    return out[a:b]
+
+                assert not close_in_pieces(read, ref, atol, rtol, piece=64), (dtype, where, value)
+                assert not check_output(out.view(ref.shape), ref, atol, rtol).passed
+                assert calls[-1][0] <= where < calls[-1][1]  # stopped at the failing piece
+        within = (ref.float() * (1 + rtol / 2)).to(dtype).view(-1)
+        calls = []
+
+        def read_within(a: int, b: int) -> torch.Tensor:
+            calls.append((a, b))
+            return within[a:b]
+
+        assert close_in_pieces(read_within, ref, atol, rtol, piece=64)
+        assert check_output(within.view(ref.shape), ref, atol, rtol).passed
+        assert calls == [(a, min(n, a + 64)) for a in range(0, n, 64)]  # every value, once, in order
 
 
 def _with(t: torch.Tensor, i: int, value: float) -> tuple[torch.Tensor, torch.Tensor]:

@@ -145,3 +145,22 @@ def test_several_input_sets_in_one_request_each_with_its_output_slot() -> None:
         arena.read_output(descs[0], index=3)
     with pytest.raises(SlotError):
         Arena(ipc=FakeIpc()).place_sets(sets, 16)  # device slots: one set per request
+
+
+def test_outputs_are_read_in_pieces_where_they_lie() -> None:
+    """``Arena.output_reader``: any range of an output's values, row-major, from its slot (host
+    memory file, a view) or the device slots, equal to what ``read_output`` copies whole; a
+    description that does not fit its slot is refused alike."""
+    for ipc in (None, FakeIpc()):
+        arena = Arena(ipc=ipc)
+        child = Mapping(arena.fd, ipc=ipc)
+        a = torch.randn(6, 5)
+        (x,) = child.build(arena.place((a,), out_bytes=4 * 30))
+        desc = child.put_output(x * 2)["out"]
+        dtype, shape, read = arena.output_reader(desc)
+        assert (dtype, shape) == (torch.float32, [6, 5])
+        whole = arena.read_output(desc).view(-1)
+        for lo, hi in ((0, 30), (0, 7), (7, 30), (29, 30)):
+            assert torch.equal(read(lo, hi), whole[lo:hi]), (ipc, lo, hi)
+        with pytest.raises(SlotError):
+            arena.output_reader({"dtype": "float32", "shape": [1000]})

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import collections
 import math
 from dataclasses import replace
 
@@ -21,20 +22,30 @@ def _bench(r: EvalResult) -> list:
 def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, options, monkeypatch) -> None:
     """Every prepared input set (one seed each, none used twice in a case) is placed for the
     submission and the reference one right after the other, the same sets in the same order (a
-    request of one call per set: several on the CPU, ``harness.REQUEST_SECONDS``), both sides'
-    outputs read back, and the pairs
-    alternate which side goes first; every call's output is checked."""
+    request of one call per set: several on the CPU, ``harness.REQUEST_SECONDS``), and the pairs
+    alternate which side goes first; every call's output of the submission is checked and every
+    one of the reference read alike (reading only one side's outputs warmed its next outputs'
+    pages), each pair's right after its two requests."""
     requests: list[tuple[str, tuple[int, ...]]] = []  # (side, ids of its sets), in order
     seeds: list[tuple[int, int]] = []
     batches: list[tuple[int, int]] = []  # (N of the case, requests made before the batch)
+    checks: list[tuple[str, int]] = []  # (checked or read, requests made before it)
     timed, inputs, prepare = harness._Evaluation._timed_request, harness._Evaluation._inputs, harness._Evaluation._prepare_batch
+    quick, through = harness._Evaluation._quick_check, harness._Evaluation._read_through
 
     def recording_request(self, side, other, sets, deadline):
         requests.append((side.name, tuple(id(s.data) for s in sets)))
-        call, replies, outs = timed(self, side, other, sets, deadline)
-        # both sides' outputs are read back alike (reading only one side's warmed its next outputs' pages)
-        assert len(outs) == len(sets) and all(o is not None for o in outs), side.name
-        return call, replies, outs
+        return timed(self, side, other, sets, deadline)
+
+    def recording_check(self, child, reply, index, expected):
+        passed = quick(self, child, reply, index, expected)
+        assert passed  # an honest kernel's output passes the quick rule, read in pieces
+        checks.append(("checked", len(requests)))
+        return passed
+
+    def recording_read(child, reply, index):
+        checks.append(("read", len(requests)))
+        return through(child, reply, index)
 
     def recording_inputs(self, case, seed):
         seeds.append((case.params["N"], seed))
@@ -45,6 +56,8 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
         return prepare(self, case, seeds)
 
     monkeypatch.setattr(harness._Evaluation, "_timed_request", recording_request)
+    monkeypatch.setattr(harness._Evaluation, "_quick_check", recording_check)
+    monkeypatch.setattr(harness._Evaluation, "_read_through", staticmethod(recording_read))
     monkeypatch.setattr(harness._Evaluation, "_inputs", recording_inputs)
     monkeypatch.setattr(harness._Evaluation, "_prepare_batch", recording_batch)
     events: list[dict] = []
@@ -71,6 +84,10 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
         assert c.checked == calls + 1  # every timed output, and the first warm-up one
         total += len(recorded)
     assert len(requests) == 2 * total
+    timed_calls = sum(c.timing["runs"] for c in _bench(r))
+    per_side = collections.Counter(what for what, _ in checks)
+    assert per_side == {"checked": timed_calls, "read": timed_calls}, per_side  # both sides, every call
+    assert all(made % 2 == 0 for _, made in checks)  # each pair's outputs checked after both its requests
     for (a, sets_a), (b, sets_b) in zip(requests[::2], requests[1::2]):
         assert {a, b} == {"submission", "reference"} and sets_a == sets_b  # a pair: the same sets, both sides
 
