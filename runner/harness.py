@@ -17,9 +17,9 @@ module only orchestrates. The judge (this process)
    :data:`REQUEST_SECONDS` of calls hold, so the judge's path of 2-5 ms per request is paid once
    for many calls; one on CUDA), in alternating order (:func:`submission_first`), each placed in
    its own shared slots while both are frozen, each thawed only for its own request (so neither
-   can run while the other is timed); after each such pair of requests every output of both
-   sides is checked as it is read, piece by piece, where the child left it (the reference's too:
-   both sides' outputs are read alike). Each request counts for its claims or the
+   can run while the other is timed); after each such pair of requests every output of the
+   submission is checked as it is read, piece by piece, where its child left it, and every output
+   of the reference is read alike. Each request counts for its claims or the
    judge's window less the reference's overhead (:func:`~kernelrank.runner.stats.judged_times`);
    each pair of requests on the same sets gives a ratio,
    and the case's speedup and its 95% interval come from those ratios
@@ -334,7 +334,7 @@ class _Evaluation:
         self._called: set[int] = set()  # children that made their first call
         # [issue 16] CUDA-graph timing where the problem allows it (timing.cuda.cuda_graph)
         self._graphs = device == "cuda" and self.definition.timing["cuda"].cuda_graph
-        #: prepares a batch's input sets and checks its outputs (timed modes, children frozen)
+        #: prepares a batch's input sets (timed modes, children frozen)
         self._pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
 
@@ -511,13 +511,14 @@ class _Evaluation:
         child's slots right before that child's call (:meth:`SubmissionProcess.arena`'s ``place``,
         while the child is frozen), the output is checked where the child left it, in its slot or
         its memory, while it is frozen (``output_reader``, piece by piece; ``read_output`` copies
-        a failing one whole for its figures), against the expected output where that lives. On the CPU the slots are a
-        shared memory file; on CUDA the same two calls are to place into and read from device
-        memory shared with the child through CUDA IPC (the GPU change), so no tensor data
-        crosses the host or the socket."""
+        a failing one whole for its figures), against the expected output where that lives. On
+        the CPU the slots are a shared memory file; on CUDA the same calls place into and read
+        from device memory shared with the child through CUDA IPC (the GPU change), so no tensor
+        data crosses the host or the socket."""
         return child.arena.place(data, _out_room(ref))
 
-    def _check(self, reply: dict[str, Any], out: torch.Tensor | None, ref: torch.Tensor) -> tuple[bool, str, dict[str, Any]]:
+    def _check(self, reply: dict[str, Any], out: torch.Tensor | None,
+               ref: torch.Tensor) -> tuple[bool, str, dict[str, Any]]:
         """Check one output (:func:`~kernelrank.runner.checking.check_output`): the verdict, its
         message and the error figures."""
         if reply.get("alias"):
@@ -652,8 +653,8 @@ class _Evaluation:
         never a replay). Per batch:
         the input sets and their expected outputs are prepared, then for each set the submission
         and the reference are called once, alternately first (:func:`submission_first`), each on
-        its own copy placed while both are frozen, then both sides' outputs of that pair are
-        checked (:meth:`_check_request`, in threads: the children are frozen). The stop rule
+        its own copy placed while both are frozen, then both sides' outputs of that pair are read
+        where the children left them and the submission's checked (:meth:`_check_request`). The stop rule
         looks at the speedup's interval after each batch; ``timing.<device>.target``,
         ``noisy_above`` and ``cap`` of the problem say how long a case may be timed and when it is
         too noisy.
@@ -882,8 +883,8 @@ class _Evaluation:
     def _check_request(self, paired: _Paired, sets: list[_Set], replies: dict[str, list[dict[str, Any]]],
                        number: int, order: tuple[_Side, _Side]) -> None:
         """Check the submission's outputs of one request of each side on ``sets`` (timed calls
-        ``number + 1`` on), both children frozen, in the judge's threads (one per CPU), each
-        output as it is read (:meth:`_quick_check`); an output that fails the quick rule is read
+        ``number + 1`` on), both children frozen, in the judge's own thread, each output as it is
+        read (:meth:`_quick_check`); an output that fails the quick rule is read
         whole and given the full check, its verdict and figures. The first wrong output fails the
         case, naming its call.
 
