@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -120,12 +120,18 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
     return CheckResult(False, message, max_abs, max_rel, mismatches, numel, index, nan_mismatches, inf_mismatches)
 
 
-#: Values per piece when an output is checked as it is read (:func:`close_in_pieces`): 64 Ki, 256
-#: KiB of float32, so a piece and its temporaries stay in a core's L2 (2 MiB here). A 16 MiB
+#: Values per piece when an output on the CPU is checked as it is read (:func:`close_in_pieces`):
+#: 64 Ki, 256 KiB of float32, so a piece and its temporaries stay in a core's L2 (2 MiB here). A 16 MiB
 #: float32 output took 4.2 ms of one thread in such pieces, 7.0 ms in pieces of 16 Ki (per-call
 #: overhead), 6.3 ms in pieces of 256 Ki, and 13 ms for :func:`_all_finite_close` over the whole
 #: (its 16 MiB temporaries go to memory). bench/README.md, issue 14.
 PIECE_VALUES = 1 << 16
+
+
+def piece_bounds(numel: int, piece: int = PIECE_VALUES) -> Iterator[tuple[int, int]]:
+    """``(start, stop)`` of each piece of ``numel`` values, in order, the last one shorter."""
+    for start in range(0, numel, piece):
+        yield start, min(numel, start + piece)
 
 
 def close_in_pieces(read: Callable[[int, int], torch.Tensor], ref: torch.Tensor, atol: float, rtol: float,
@@ -139,7 +145,9 @@ def close_in_pieces(read: Callable[[int, int], torch.Tensor], ref: torch.Tensor,
             next ``read``: each piece is checked before the next is read).
         ref: the expected output (any shape; its dtype and shape are the output's, which the
             caller has checked).
-        piece: values per piece (:data:`PIECE_VALUES`).
+        piece: values per piece (:data:`PIECE_VALUES`) on the CPU; on a GPU the output is one
+            piece (the point of pieces is a CPU core's cache; on a GPU each would cost a kernel
+            launch per operation).
 
     ``False`` says only that the quick rule does not hold: the output may still pass the full
     rule (equal infinities, NaN against NaN), so the caller then reads it whole and calls
@@ -148,8 +156,7 @@ def close_in_pieces(read: Callable[[int, int], torch.Tensor], ref: torch.Tensor,
     work = torch.float64 if ref.dtype == torch.float64 else torch.float32
     r = ref.detach().contiguous().view(-1)
     numel = r.numel()
-    for start in range(0, numel, piece):
-        stop = min(numel, start + piece)
+    for start, stop in piece_bounds(numel, piece if r.device.type == "cpu" else max(1, numel)):
         if not _all_finite_close(read(start, stop).to(work), r[start:stop].to(work), atol, rtol):
             return False
     return True

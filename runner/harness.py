@@ -70,7 +70,7 @@ import torch
 from kernelrank.format import duration, speedup
 from kernelrank.problems import Case, Mode, ProblemSpec
 from kernelrank.runner import gpuinfo, isolation, stats
-from kernelrank.runner.checking import PIECE_VALUES, check_output, close_in_pieces
+from kernelrank.runner.checking import check_output, close_in_pieces, piece_bounds
 from kernelrank.runner.child import steady_allocator
 from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.limits import SandboxLimits
@@ -931,9 +931,8 @@ class _Evaluation:
             return False
         try:
             _dtype, shape, read = child.arena.output_reader(desc, child.mem_fd, index)
-            numel = math.prod(shape)
-            for start in range(0, numel, PIECE_VALUES):
-                read(start, min(numel, start + PIECE_VALUES))
+            for start, stop in piece_bounds(math.prod(shape)):
+                read(start, stop)
         except SlotError:
             return False
         return True

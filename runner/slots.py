@@ -164,11 +164,11 @@ class Arena:
         ``dtype``. From the slot (memory file), a view (no copy); with ``"addr"``, read from the
         child's memory through ``mem_fd`` into a buffer of the calling thread, which its next
         ``read`` overwrites (pieces of a core's cache, so the output is read once and never held
-        whole); from device slots, a view of the output there. Same arguments and errors as
-        :meth:`read_output`.
+        whole); from device slots, a view of the output there (no copy: it is read before the
+        next input set is placed). Same arguments and errors as :meth:`read_output`.
         """
         if self.device is not None:
-            whole = self.device.read_output(desc)
+            whole = self.device.output_view(desc)
             flat = whole.view(-1)
             return whole.dtype, list(whole.shape), lambda a, b: flat[a:b]
         out_offset, out_bytes = self._out_slot(index)
@@ -335,11 +335,20 @@ class DeviceSlots:
         Raises:
             SlotError: as :meth:`Arena.read_output`.
         """
+        return self.output_view(desc).clone()
+
+    def output_view(self, desc: Any) -> torch.Tensor:
+        """The output the child wrote into its slot, as a view of the device buffer (valid until
+        the next :meth:`place`).
+
+        Raises:
+            SlotError: as :meth:`Arena.read_output`.
+        """
         dtype, shape, numel, size = _described(desc, self.out_bytes)
         assert self.buf is not None
         if numel == 0:
             return torch.empty(shape, dtype=dtype, device=self.buf.device)
-        return self.buf[self.out_offset:self.out_offset + size].clone().view(dtype).view(shape)
+        return self.buf[self.out_offset:self.out_offset + size].view(dtype).view(shape)
 
     def close(self) -> None:
         for buf, handle in self._shared:

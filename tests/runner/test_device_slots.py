@@ -149,7 +149,8 @@ def test_several_input_sets_in_one_request_each_with_its_output_slot() -> None:
 
 def test_outputs_are_read_in_pieces_where_they_lie() -> None:
     """``Arena.output_reader``: any range of an output's values, row-major, from its slot (host
-    memory file, a view) or the device slots, equal to what ``read_output`` copies whole; a
+    memory file, a view) or the device slots (a view too), equal to what ``read_output`` copies
+    whole; a
     description that does not fit its slot is refused alike."""
     for ipc in (None, FakeIpc()):
         arena = Arena(ipc=ipc)
@@ -162,5 +163,8 @@ def test_outputs_are_read_in_pieces_where_they_lie() -> None:
         whole = arena.read_output(desc).view(-1)
         for lo, hi in ((0, 30), (0, 7), (7, 30), (29, 30)):
             assert torch.equal(read(lo, hi), whole[lo:hi]), (ipc, lo, hi)
+        if ipc is not None:  # device slots: a view of the shared buffer, not a copy of the output
+            buffer = next(iter(ipc.buffers.values()))
+            assert read(0, 30).untyped_storage().data_ptr() == buffer.untyped_storage().data_ptr()
         with pytest.raises(SlotError):
             arena.output_reader({"dtype": "float32", "shape": [1000]})
