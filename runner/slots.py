@@ -416,11 +416,21 @@ class Mapping:
         self.ipc = ipc
         self.device_buf: torch.Tensor | None = None
         self.generation = 0
+        #: the input tensor objects, one per place in the input set's tree, re-pointed at each
+        #: call's slots (:meth:`_slot_tensor`)
+        self._tensors: dict[tuple[Any, ...], torch.Tensor] = {}
 
     def build(self, layout: dict[str, Any], device: str = "cpu") -> Any:
         """The input set described by ``layout``, as tensors over the shared memory: the memory
         file's (CPU), or the device buffer's when the layout names one (``ipc``), opened once per
-        generation."""
+        generation.
+
+        Each tensor is the same Python object on every call (per place in the set's tree and
+        dtype), re-pointed at this call's slot: which objects a kernel receives depends only on
+        the calls the judge made, never on when CPython happens to reuse a freed object's
+        address. So a cache keyed by ``id()`` of an input hits on the second call, on every
+        path, and its stale output fails; with fresh objects it hit only now and then, and a
+        warm runner and ``kernelrank eval`` judged it differently."""
         self.out = layout["out"]
         shared = layout.get("ipc")
         if shared is not None:
@@ -431,14 +441,66 @@ class Mapping:
                 self.device_buf = self.ipc.open(shared["handle"])
                 self.generation = shared["generation"]
             assert self.device_buf is not None
-            return _build(layout["data"], self.device_buf, device)
+            return self._build(layout["data"], self.device_buf, device, ())
         size = int(layout["size"])
         if size != self.size:
             # the old mapping stays alive as long as tensors of earlier calls hold it
             self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
             self.size = size
-        return _build(layout["data"], torch.frombuffer(self._map, dtype=torch.uint8) if self._map is not None else None,
-                      device)
+        return self._build(layout["data"], torch.frombuffer(self._map, dtype=torch.uint8) if self._map is not None
+                           else None, device, ())
+
+    def _build(self, v: Any, whole: torch.Tensor | None, device: str, path: tuple[Any, ...]) -> Any:
+        """Tensors over ``whole`` (the slots as bytes: host memory, or the judge's device buffer)
+        for the layout ``v``; ``path`` is where ``v`` lies in the input set's tree."""
+        if isinstance(v, dict):
+            if "__slot__" in v:
+                dtype = DTYPES[v["dtype"]]
+                shape = [int(d) for d in v["shape"]]
+                numel = 1
+                for d in shape:
+                    numel *= d
+                if numel == 0 or whole is None:
+                    t = torch.empty(shape, dtype=dtype, device=whole.device if whole is not None else "cpu")
+                else:
+                    off = int(v["__slot__"])
+                    n = numel * torch.empty((), dtype=dtype).element_size()
+                    if off < 0 or off + n > whole.numel() or off % ALIGN:
+                        raise SlotError("a slot outside the shared memory")
+                    t = self._slot_tensor(path, whole, off, dtype, shape)
+                if device != "cpu" and t.device.type == "cpu" and v.get("device") != "cpu":  # pragma: no cover - GPU-only
+                    t = t.to(device)
+                return t
+            if "__tuple__" in v:
+                return tuple(self._build(x, whole, device, (*path, i)) for i, x in enumerate(v["__tuple__"]))
+            items = v["__dict__"] if "__dict__" in v else v
+            return {k: self._build(x, whole, device, (*path, k)) for k, x in items.items()}
+        if isinstance(v, list):
+            return [self._build(x, whole, device, (*path, i)) for i, x in enumerate(v)]
+        return v
+
+    def _slot_tensor(self, path: tuple[Any, ...], whole: torch.Tensor, off: int, dtype: torch.dtype,
+                     shape: list[int]) -> torch.Tensor:
+        """The input tensor object kept for ``path``, re-pointed (``Tensor.set_``) at ``shape``
+        contiguous ``dtype`` values from byte ``off`` of ``whole``; a new object the first time,
+        after a change of dtype or device, or when the kernel made the old one require grad or
+        changed its class (``set_`` refuses or keeps those).
+
+        Raises :class:`SlotError` when ``off`` is not a multiple of the dtype's size."""
+        key = (*path, dtype)
+        t = self._tensors.get(key)
+        if type(t) is not torch.Tensor or t.device != whole.device or t.requires_grad:  # noqa: E721
+            t = torch.empty(0, dtype=dtype, device=whole.device)
+            self._tensors[key] = t
+        first = whole.storage_offset() + off
+        if first % t.element_size():
+            raise SlotError("a slot not aligned to its dtype")
+        stride, step = [], 1
+        for d in reversed(shape):
+            stride.append(step)
+            step *= max(d, 1)
+        t.set_(whole.untyped_storage(), first // t.element_size(), shape, stride[::-1])
+        return t
 
     def put_output(self, out: Any, direct: bool = False) -> dict[str, Any]:
         """Describe a plain tensor output for the judge (or the reason it cannot be checked): with
@@ -476,33 +538,3 @@ class Mapping:
 
 
 _WIRE_DTYPES = frozenset(DTYPES.values())
-
-
-def _build(v: Any, whole: torch.Tensor | None, device: str) -> Any:
-    """Tensors over ``whole`` (the slots as bytes: host memory, or the judge's device buffer)."""
-    if isinstance(v, dict):
-        if "__slot__" in v:
-            dtype = DTYPES[v["dtype"]]
-            shape = [int(d) for d in v["shape"]]
-            numel = 1
-            for d in shape:
-                numel *= d
-            if numel == 0 or whole is None:
-                t = torch.empty(shape, dtype=dtype, device=whole.device if whole is not None else "cpu")
-            else:
-                off = int(v["__slot__"])
-                n = numel * torch.empty((), dtype=dtype).element_size()
-                if off < 0 or off + n > whole.numel() or off % ALIGN:
-                    raise SlotError("a slot outside the shared memory")
-                t = whole[off:off + n].view(dtype).view(shape)
-            if device != "cpu" and t.device.type == "cpu" and v.get("device") != "cpu":  # pragma: no cover - GPU-only
-                t = t.to(device)
-            return t
-        if "__tuple__" in v:
-            return tuple(_build(x, whole, device) for x in v["__tuple__"])
-        if "__dict__" in v:
-            return {k: _build(x, whole, device) for k, x in v["__dict__"].items()}
-        return {k: _build(x, whole, device) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_build(x, whole, device) for x in v]
-    return v

@@ -126,6 +126,32 @@ def test_host_slots_unchanged() -> None:
     assert torch.equal(arena.read_output(desc["out"]), a + 1)
 
 
+@pytest.mark.parametrize("device_slots", [False, True], ids=["memory file", "device slots"])
+def test_each_input_is_the_same_object_on_every_call_repointed_at_its_slot(device_slots: bool) -> None:
+    """Input objects depend on the calls alone (an ``id()``-keyed cache hits on the second call
+    on every path): per place in the set's tree, one tensor object re-pointed at each call's
+    slot with that call's values; a new one when the dtype changes or the kernel made the old
+    one require grad."""
+    ipc = FakeIpc() if device_slots else None
+    arena = Arena(ipc=ipc)
+    child = Mapping(arena.fd, ipc=ipc)
+    first = (torch.randn(4, 6), {"n": torch.arange(5, dtype=torch.int32)})
+    a, m = child.build(json.loads(json.dumps(arena.place(first, out_bytes=96))))
+    assert torch.equal(a, first[0]) and torch.equal(m["n"], first[1]["n"])
+    a.mul_(0).t_()  # what a kernel may do to its inputs: overwrite them, change their metadata
+    second = (torch.randn(3, 11), {"n": torch.arange(9, dtype=torch.int32)})
+    b, k = child.build(json.loads(json.dumps(arena.place(second, out_bytes=132))))
+    assert b is a and k["n"] is m["n"] and k is not m  # containers are new, tensors are not
+    assert b.shape == (3, 11) and b.is_contiguous() and torch.equal(b, second[0]) and torch.equal(k["n"], second[1]["n"])
+    b.requires_grad_(True)
+    third = (torch.randn(2, 2, dtype=torch.float64), {"n": torch.arange(2, dtype=torch.int32)})
+    c, _ = child.build(json.loads(json.dumps(arena.place(third, out_bytes=32))))
+    assert c is not b and torch.equal(c, third[0]) and not c.requires_grad
+    again = (torch.randn(2, 2), {"n": torch.arange(2, dtype=torch.int32)})
+    d, _ = child.build(json.loads(json.dumps(arena.place(again, out_bytes=32))))
+    assert d is not b and torch.equal(d, again[0])  # float32 again: the grad-requiring one was replaced
+
+
 def test_several_input_sets_in_one_request_each_with_its_output_slot() -> None:
     """The CPU's requests of several sets (``Arena.place_sets``): each set's tensors are the
     memory the judge wrote, each output lands in its own slot and is read back by its index."""

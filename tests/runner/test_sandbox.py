@@ -257,6 +257,19 @@ def test_replayed_output_fails(double, options) -> None:
     assert "same tensor object as the previous call" in r.message
 
 
+def test_output_cached_by_input_identity_fails_on_every_run(double, options) -> None:
+    """Replays its cached output, keyed by ``id()`` of the input tensor: the child hands the
+    kernel the same tensor object on every call, re-pointed at that call's slot, so the replay
+    comes back on the second call of every run (not only when CPython happens to reuse a freed
+    object's address): wrong values in test mode, the same object in benchmark mode."""
+    for _ in range(2):
+        r = _run(double, submission("replay_by_identity.py"), options)
+        assert r.status.value == "failed" and "test case 1" in r.message, r.message
+    r = _run(double, submission("replay_by_identity.py"), options, mode="benchmark")
+    assert r.status.value == "failed", r.message
+    assert "same tensor object as the previous call" in r.message
+
+
 @pytest.mark.parametrize("name", ["thread_left.py", "process_left.py"])
 def test_threads_and_processes_left_running_are_contained(double, options, name) -> None:
     """Threads and processes a submission keeps between calls are not cheating by themselves

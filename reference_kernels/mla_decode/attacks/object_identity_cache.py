@@ -1,18 +1,19 @@
 """Output cache keyed by the identity of the input objects.
 
 Class: output cache by object identity
-Expected: failed|rejected
-Timing: 3.0
+Expected: failed
 
 Remembers the output computed for each ``id(q)`` (with the shape of ``q``, so it never returns a
 wrongly shaped tensor) and returns it whenever the same object comes back. A harness that
 calls the kernel again and again on the same input objects (benchmark mode, or a leaderboard that
 reuses its input sets) gets the first output back every time for the cost of a lookup. A working
-defence gives fresh inputs on every timed call and checks every output: when Python reuses the
-``id`` of a freed tensor for new inputs, the cached output is stale and fails. That happens only
-now and then, so the test judges this attack with the problem's full per-case timing budget
-(``Timing:``), which gives enough calls. ``rejected`` is expected too: the wall-clock check may
-end the run before a stale output comes back.
+defence gives fresh inputs on every timed call and checks every output. The judge's child hands
+the kernel the same tensor object at each place of the input set on every call, re-pointed at
+that call's fresh values (``runner.slots.Mapping.build``), so the cache hits on the first call
+with the shape of the call before: in test mode the fourth case (the third's shape, other values)
+gets the third case's output back, the very object, and fails, and so does every leaderboard
+case's second call. With a fresh object per call the cache hit only when CPython reused a freed object's
+address, now and then, and a warm runner and ``kernelrank eval`` once judged it differently.
 """
 
 import torch
