@@ -111,6 +111,9 @@ pg_start() {
 SELECT 'CREATE ROLE kernelrank LOGIN CREATEDB' WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'kernelrank')
 \gexec
 ALTER ROLE kernelrank PASSWORD :'pw';
+-- each test drops its database WITH (FORCE), which must end every session in it, autovacuum's
+-- workers (no role) included: without this a drop racing autovacuum fails the test's teardown
+GRANT pg_signal_backend TO kernelrank;
 SELECT 'CREATE DATABASE kernelrank OWNER kernelrank' WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = 'kernelrank')
 \gexec
 SQL

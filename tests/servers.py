@@ -12,6 +12,7 @@ prefix of its own (``KERNELRANK_BROKER_KEY_PREFIX``), never a shared one emptied
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -92,9 +93,25 @@ def fresh_backend() -> Iterator[Backend]:
         url = base.set(database=name).render_as_string(hide_password=False)
         yield Backend("redis+postgres", url, s.test_redis_url, f"kr{tag}:")
     finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        _drop_database(admin, name)
         _drop_redis_keys(s.test_redis_url, f"kr{tag}:")
+
+
+def _drop_database(admin: str, name: str, attempts: int = 20) -> None:
+    """``DROP DATABASE ... WITH (FORCE)``, tried again for up to ~10 s while PostgreSQL refuses
+    to end a session in it that the tests' role may not end (an autovacuum worker, on servers
+    set up before ``scripts/test-servers.sh`` granted ``pg_signal_backend``) or one still starts."""
+    import psycopg
+
+    for attempt in range(attempts):
+        try:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            return
+        except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ObjectInUse):
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.5)
 
 
 def _drop_redis_keys(url: str, prefix: str) -> None:
