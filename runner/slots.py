@@ -495,11 +495,7 @@ class Mapping:
         first = whole.storage_offset() + off
         if first % t.element_size():
             raise SlotError("a slot not aligned to its dtype")
-        stride, step = [], 1
-        for d in reversed(shape):
-            stride.append(step)
-            step *= max(d, 1)
-        t.set_(whole.untyped_storage(), first // t.element_size(), shape, stride[::-1])
+        t.set_(whole.untyped_storage(), first // t.element_size(), shape)  # no stride given: contiguous
         return t
 
     def put_output(self, out: Any, direct: bool = False) -> dict[str, Any]:
