@@ -102,7 +102,8 @@ def _cases_line(r) -> str:
     parts = []
     for c in (c for c in r.cases if c.kind == "benchmark"):
         p = c.pairing or {}
-        parts.append(f"{p.get('pairs', 0)} pairs, in calls {p.get('timed_share', 0):.0%}, ±{p.get('half_width', math.inf):.1%}")
+        parts.append(f"{p.get('pairs', 0)} pairs, in calls {p.get('timed_share', 0):.0%}, ±{p.get('half_width', math.inf):.1%}"
+                     f" (processes' offsets: se {p.get('between_processes_log_se', 0):.1%})")
     return "; ".join(parts)
 
 
@@ -137,7 +138,8 @@ def condition(spec, options: EvalOptions, example: Path, repeats: int, label: st
               f"{r.duration_s:5.1f} s   {_cases_line(r)}")
     ok = [r.speedup for r in same if r.passed and r.speedup]
     if ok:
-        print(f"   speedups {min(ok):.3f} .. {max(ok):.3f}   (goal 0.95 .. 1.05)")
+        held = sum(r.speedup_ci[0] <= 1.0 <= r.speedup_ci[1] for r in same if r.passed and r.speedup)
+        print(f"   speedups {min(ok):.3f} .. {max(ok):.3f}   (goal 0.95 .. 1.05); {held} of {len(ok)} intervals hold 1")
     shares = [c.pairing["timed_share"] for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
     if shares:
         print(f"   share of a case's wall time inside timed calls: median {statistics.median(shares):.0%}, "

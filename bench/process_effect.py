@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import mmap
 import multiprocessing as mp
 import os
 import random
@@ -31,16 +32,36 @@ from typing import Any
 M, N, K = 4096, 1024, 4
 
 
-def _worker(conn: Any, shared: list | None) -> None:
+def _fresh(count: int) -> tuple[list[Any], list[mmap.mmap]]:
+    """``count`` ``[M, N]`` float32 tensors, each in an anonymous mapping of its own (new physical
+    pages), written once so their pages are faulted in before any timed turn."""
+    import torch
+
+    maps = [mmap.mmap(-1, M * N * 4) for _ in range(count)]
+    tensors = [torch.frombuffer(m, dtype=torch.float32).view(M, N) for m in maps]
+    for t in tensors:
+        t.fill_(0.0)
+    return tensors, maps
+
+
+def _worker(conn: Any, shared: list | None, fresh: bool = False) -> None:
     import torch
 
     torch.set_num_threads(2)
     inputs = shared[:K] if shared is not None else [torch.empty(M, N) for _ in range(K)]
     outputs = shared[K:] if shared is not None else None
+    maps: list[mmap.mmap] = []
     while True:
         seed = conn.recv()
         if seed is None:
             return
+        if fresh:  # new pages for this turn's inputs and outputs; the last turn's given back
+            inputs = outputs = []
+            for m in maps:
+                m.close()
+            tensors, maps = _fresh(2 * K)
+            inputs, outputs = tensors[:K], tensors[K:]
+            del tensors
         g = torch.Generator().manual_seed(seed)
         for x in inputs:
             x.copy_(torch.randn(M, N, generator=g))
@@ -58,7 +79,7 @@ def _worker(conn: Any, shared: list | None) -> None:
         conn.send(total)
 
 
-def one_pair(rounds: int, shared_memory: bool) -> tuple[float, float]:
+def one_pair(rounds: int, shared_memory: bool, fresh: bool = False) -> tuple[float, float]:
     """Ratio (A over B, geometric mean over rounds after 4 of warm-up) and the bootstrap standard
     error of its log, for one fresh pair of processes."""
     ctx = mp.get_context("spawn")
@@ -70,7 +91,7 @@ def one_pair(rounds: int, shared_memory: bool) -> tuple[float, float]:
     procs = []
     for _ in range(2):
         parent, child = ctx.Pipe()
-        p = ctx.Process(target=_worker, args=(child, shared))
+        p = ctx.Process(target=_worker, args=(child, shared, fresh))
         p.start()
         procs.append((p, parent))
     logs = []
@@ -101,12 +122,15 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=60)
     ap.add_argument("--shared", action="store_true")
+    ap.add_argument("--fresh", action="store_true",
+                    help="each turn's inputs and outputs in new anonymous mappings (new pages), faulted in before the turn")
     a = ap.parse_args()
+    memory = "shared" if a.shared else "fresh pages every turn" if a.fresh else "private"
     print(f"softmax [{M}, {N}] float32, {K} calls per turn, {a.rounds} turns each; "
-          f"{'shared' if a.shared else 'private'} memory; load average {os.getloadavg()[0]:.2f}")
+          f"{memory} memory; load average {os.getloadavg()[0]:.2f}")
     ratios = []
     for i in range(a.pairs):
-        ratio, se = one_pair(a.rounds, a.shared)
+        ratio, se = one_pair(a.rounds, a.shared, a.fresh)
         ratios.append(ratio)
         print(f"pair {i}: A/B {ratio:.3f} (standard error {se * 100:.1f}%)", flush=True)
     spread = statistics.pstdev([math.log(r) for r in ratios])

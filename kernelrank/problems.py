@@ -119,6 +119,11 @@ class CaseTiming(_Strict):
     cases read ±2.8-12%. Set before the extra time, when the judge's floor at idle was ±4-12%, a
     limit of ±10% refused about half of the honest idle runs (``bench/README.md``).
 
+    ``processes``: how many pairs of processes (a submission's and a reference's) a case's pairs
+    rotate among; unset, the device's default (:data:`kernelrank.runner.stats.PROCESSES`). Two
+    processes running the same code differ by a few percent for as long as they live; with one
+    pair per run that offset went unseen by the interval (``bench/README.md``, issue 14).
+
     On ``cuda``, ``cuda_graph: true`` times every request's calls captured in one CUDA graph and
     launched once (as ``triton.testing.do_bench_cudagraph``), for kernels of a few µs whose launch
     would otherwise dominate; the problem's kernels must then be capturable (no host
@@ -130,6 +135,7 @@ class CaseTiming(_Strict):
     target: float = Field(default=0.03, gt=0)
     noisy_above: float = Field(default=0.25, gt=0)
     cap: float = Field(default=3.0, ge=1)
+    processes: int | None = Field(default=None, ge=1, le=8)
     cuda_graph: bool = False
 
 

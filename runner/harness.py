@@ -8,9 +8,11 @@ module only orchestrates. The judge (this process)
    submitted code, bounded by the problem's compile budget while it loads and builds;
 2. checks every test case's output itself (:func:`~kernelrank.runner.checking.check_output`)
    against the reference it computes;
-3. in timed modes (benchmark, leaderboard) starts a second child that runs the reference *as a
+3. in timed modes (benchmark, leaderboard) starts children that run the reference *as a
    submission* (:func:`reference_submission`: same protocol, same kind of process, same
-   containment) and times the two **in pairs**: per benchmark case, batches of fresh input sets and
+   containment), and more of the submission, and times the two sides **in pairs**, the pairs
+   rotating among several pairs of processes (:meth:`_Evaluation.processes`: a process's lasting
+   speed is averaged over them, and the interval sees how much they differ): per benchmark case, batches of fresh input sets and
    their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
    the children never see); then, per group of sets, the submission and the reference each get
    one request holding those sets, one call on each (on the CPU as many sets as
@@ -230,12 +232,14 @@ class _Set:
 
 @dataclass
 class _Side:
-    """One side of a case's pairs, the submission or the reference: per counted call its claim,
-    the judge's window around its ``go`` request and the CPU time of its main thread in that
-    window (ns)."""
+    """One side of a case's pairs, the submission or the reference: its processes (the pairs
+    rotate among them, :data:`~kernelrank.runner.stats.PROCESSES`; ``current`` is the one making
+    the next request), per counted call its claim, the judge's window around its ``go`` request
+    and the CPU time of its main thread in that window (ns)."""
 
     name: str
-    child: SubmissionProcess
+    children: list[SubmissionProcess]
+    current: int = 0
     claims: list[int] = field(default_factory=list)
     windows: list[int] = field(default_factory=list)
     main_cpu: list[int] = field(default_factory=list)
@@ -243,9 +247,27 @@ class _Side:
     sizes: list[int] = field(default_factory=list)
     #: the median claim of its warm-up calls after the first (ns): how many sets a timed request gets
     warm_ns: int = 0
-    #: CPU time (ns) the *other* side's cgroup used during this side's windows (``None``: not
+    #: CPU time (ns) the *other* side's cgroups used during this side's windows (``None``: not
     #: readable); 0 is what freezing guarantees
     other_cpu_ns: int | None = 0
+    #: per request, which of ``children`` made it
+    procs: list[int] = field(default_factory=list)
+
+    @property
+    def child(self) -> SubmissionProcess:
+        """The process making this side's next request."""
+        return self.children[self.current]
+
+    def cpu_ns(self) -> int | None:
+        """CPU time (ns) used so far by all of this side's processes' cgroups (``None``: not
+        readable)."""
+        total = 0
+        for c in self.children:
+            used = c.cpu_ns()
+            if used is None:
+                return None
+            total += used
+        return total
 
     def main_unexplained(self) -> list[int]:
         """Per request, the main thread's CPU time during the window less its claims (ns)."""
@@ -271,8 +293,9 @@ class _Paired:
     result: CaseResult
     sub: _Side
     ref: _Side
-    #: every pair in order: ``(submission's call, reference's call, submission first)``
-    raw: list[tuple[_Call, _Call, bool]] = field(default_factory=list)
+    #: every pair in order: ``(submission's call, reference's call, submission first, which pair
+    #: of processes timed it)``
+    raw: list[tuple[_Call, _Call, bool, int]] = field(default_factory=list)
     started: float = 0.0
     prep_s: float = 0.0
     timed_s: float = 0.0
@@ -305,12 +328,24 @@ class _Paired:
         return (stats.request_claims(sub, self.sub.sizes, len(self.sub.windows)),
                 stats.request_claims(ref, self.ref.sizes, len(self.ref.windows)))
 
+    def grouped(self) -> bool:
+        """Whether the pairs were timed by several pairs of processes."""
+        return len(self.sub.children) > 1
+
+    def group_means(self) -> dict[int, tuple[float, float]]:
+        """Per pair of processes, the trimmed mean of its pairs' log ratios and its standard error
+        (:func:`~kernelrank.runner.stats.group_means`)."""
+        sub, ref = self.paired_times()
+        return stats.group_means(ref, sub, self.sub.procs)
+
     def interval(self) -> stats.Interval | None:
-        """The case's speedup so far, with its 95% interval (``None`` before the first pair)."""
+        """The case's speedup so far, with its 95% interval (``None`` before the first pair), the
+        pairs grouped by the pair of processes that timed them
+        (:func:`~kernelrank.runner.stats.paired_speedup`)."""
         if not self.sub.claims:
             return None
         sub, ref = self.paired_times()
-        return stats.paired_speedup(ref, sub)
+        return stats.paired_speedup(ref, sub, groups=self.sub.procs if self.grouped() else None)
 
 
 class _ReferenceFailed(RuntimeError):
@@ -337,6 +372,8 @@ class _Evaluation:
         #: prepares a batch's input sets (timed modes, children frozen)
         self._pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
+        #: stdout and stderr of the submission's further timed processes, by their number (2..K)
+        self._extra_logs: list[tuple[int, dict[str, str]]] = []
 
     # -- top level ----------------------------------------------------------------------------
     def run(self) -> EvalResult:
@@ -397,7 +434,7 @@ class _Evaluation:
             result.message = f"rejected in {self._where}: {e}"
         finally:
             child.close()
-            result.logs = child.logs()
+            result.logs = _merged_logs(child.logs(), self._extra_logs)
             result.duration_s = time.monotonic() - started
             if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16]
                 result.device_info["clocks"]["end"] = gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))
@@ -416,11 +453,15 @@ class _Evaluation:
                                  log_limit=self.options.log_limit, method=self.method, limits=self.limits,
                                  hidden=self.options.hidden_paths, zygote=self.options.zygote)
 
-    def _load(self, child: SubmissionProcess) -> dict[str, Any]:
+    def _load(self, child: SubmissionProcess, phase: bool = True, where: str | None = None) -> dict[str, Any]:
         """Wait for the child's isolation, check it, load the submission, take the baseline of
-        threads and processes; returns the isolation in force."""
-        self._where = "loading the submission"
-        self._phase("compile")
+        threads and processes; returns the isolation in force. ``phase``: announce the compile
+        phase (not for the timed phase's further processes); ``where``: what errors name (the
+        reference's processes keep the caller's)."""
+        if where is not None or phase:
+            self._where = where or "loading the submission"
+        if phase:
+            self._phase("compile")
         deadline = time.monotonic() + self.definition.budgets.compile
         measured = child.start(deadline)
         if self.options.require_network_isolation and measured.get("network") != "netns":
@@ -547,27 +588,47 @@ class _Evaluation:
         return results
 
     # -- timed modes: the submission and the reference in pairs --------------------------------
+    def processes(self, interpreted: bool = False) -> int:
+        """Pairs of processes a case's pairs rotate among: the problem's ``timing.<device>.processes``
+        or the device's default (:data:`~kernelrank.runner.stats.PROCESSES`); one for a
+        submission run under Triton's interpreter (no pairs are timed)."""
+        if interpreted:
+            return 1
+        return self.definition.timing[self.device].processes or stats.PROCESSES[self.device]  # type: ignore[index]
+
     def _timed_phase(self, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
         """Time every benchmark case in pairs with the reference (module docstring, step 3), then
-        the run's speedup and, in leaderboard mode, its score, each with its 95% interval."""
+        the run's speedup and, in leaderboard mode, its score, each with its 95% interval.
+
+        The pairs rotate among :meth:`processes` pairs of processes: the test phase's process and
+        new ones of the submission, and as many of the reference, all started together (each
+        frozen outside its own requests), so that no one process's lasting speed decides a
+        score and the interval sees how much they differ
+        (:func:`~kernelrank.runner.stats.paired_speedup`, *Between processes*)."""
         cases = self.definition.benchmark_cases(self.device)  # type: ignore[arg-type]
         calibration = self.options.calibration_ns
         if calibration is not None and len(calibration) != len(cases):
             raise ValueError(f"the calibration has {len(calibration)} reference times for {len(cases)} benchmark cases")
         self._phase("reference")
-        self._where = "loading the reference"
-        reference = self._start(reference_submission(self.spec))
+        k = self.processes(result.interpreted)
+        references: list[SubmissionProcess] = []
+        subs = [child]
         try:
+            self._where = "loading the reference"
+            references.extend(self._start(reference_submission(self.spec)) for _ in range(k))
+            subs.extend(self._start(self.source) for _ in range(k - 1))
             try:
-                self._load(reference)
+                for reference in references:
+                    self._load(reference, phase=False)
             except (ChildTimeout, ChildDied, ProtocolViolation, _Verdict) as e:
                 raise _ReferenceFailed(f"the reference could not be loaded: {e}") from e
+            for n, extra in enumerate(subs[1:], start=2):
+                self._load(extra, phase=False, where=f"loading the submission's timed process {n} of {k}")
             self._phase("benchmark")
-            intervals: list[stats.Interval] = []
-            bases: list[float] = []
+            done: list[tuple[_Paired, stats.Interval, float]] = []
             for i, case in enumerate(cases):
                 self._where = f"benchmark case {i} ({case.label()})"
-                paired = self._time_case(child, reference, i, case, deadline)
+                paired = self._time_case(subs, references, i, case, deadline)
                 r = paired.result
                 result.cases.append(r)
                 if not r.passed:
@@ -580,18 +641,24 @@ class _Evaluation:
                 interval, basis = self._finish_case(paired, case, None if calibration is None else calibration[i])
                 self.emit({"event": "case", "case": r})
                 self.emit({"event": "pairs", "case": i, "pairs": [_pair_record(*p) for p in paired.raw]})
-                intervals.append(interval)
-                bases.append(basis)
+                done.append((paired, interval, basis))
         finally:
-            reference.close()
+            for reference in references:
+                reference.close()
+            for n, extra in enumerate(subs[1:], start=2):
+                extra.close()
+                self._extra_logs.append((n, extra.logs()))
             if self._pool is not None:
                 self._pool.shutdown()
                 self._pool = None
         if result.interpreted:
             return  # no speedup, no score: the times measure Triton's interpreter
-        if not intervals:
+        if not done:
             return
-        combined = stats.combine(intervals)
+        # the cases share their pairs of processes: their offsets are estimated once for the run
+        grouped = [paired.group_means() for paired, _i, _b in done] if done[0][0].grouped() else None
+        combined = stats.combine([interval for _p, interval, _b in done], grouped)
+        bases = [basis for _p, _i, basis in done]
         result.speedup = combined.estimate
         result.speedup_ci = [combined.low, combined.high]
         result.noisy = any(c.noisy for c in result.cases)
@@ -618,14 +685,15 @@ class _Evaluation:
             raise _Verdict(Status.rejected, f"{r.label}: {r.wall_check['message']}")
         if min(sub) <= 0:  # no call takes no time: the timer in the child was tampered with
             raise _Verdict(Status.rejected, f"{r.label}: the submission's process claimed 0 ns for a call")
-        interval = stats.paired_speedup(*reversed(paired.paired_times()))
+        interval = paired.interval()
+        assert interval is not None  # a case reaches its figures with at least one pair
         # the reference time a case's time is based on: the service's calibration, or this run's
         # (the trimmed mean of the reference's times, the same estimator as the speedup's)
         measured = math.exp(stats.trimmed_mean([math.log(t) for t in ref])[0])
         basis = calibrated if calibrated is not None else measured
-        time_ns, low, high = interval.scaled(basis)
         r.ref_mean_ns = r.ref_timing["mean_ns"]
         r.reference_ns = basis
+        time_ns, low, high = interval.scaled(basis)
         r.speedup, r.speedup_ci = interval.estimate, [interval.low, interval.high]
         r.time_ns, r.time_ci_ns = time_ns, [low, high]
         r.tflops, r.gbps = roofline(self.reference.flops(case.params), self.reference.bytes(case.params),
@@ -633,7 +701,9 @@ class _Evaluation:
         wall = time.monotonic() - paired.started
         inside = sum(sub) + sum(ref)
         r.pairing = {
-            "pairs": interval.n, "order": "alternating",
+            "pairs": interval.n, "order": "alternating", "processes": len(paired.sub.children),
+            # the log standard error of the processes' offsets (stats.paired_speedup): more pairs do not shrink it
+            "between_processes_log_se": interval.between_se,
             "calls_per_pair": max(paired.sub.sizes) if paired.sub.sizes else 1,
             "reference_run_ns": measured,
             "half_width": interval.half_width,
@@ -645,9 +715,13 @@ class _Evaluation:
         }
         return interval, basis
 
-    def _time_case(self, child: SubmissionProcess, reference: SubmissionProcess, index: int, case: Case,
-                   deadline: float) -> _Paired:
+    def _time_case(self, subs: list[SubmissionProcess], references: list[SubmissionProcess], index: int,
+                   case: Case, deadline: float) -> _Paired:
         """Warm both sides up, then time them in pairs on fresh input sets until the stop rule says.
+
+        ``subs`` and ``references``: the sides' processes, as many of each; pair ``p`` of the
+        case is timed by ``subs[p % K]`` and ``references[p % K]`` (:meth:`processes`), each warmed
+        up on the case's first input set.
 
         Seeds are derived from the run's secret and the pair's number (every pair has new inputs,
         never a replay). Per batch:
@@ -661,17 +735,23 @@ class _Evaluation:
         """
         timing = self.definition.timing[self.device]  # type: ignore[index]
         budget_s = getattr(timing, self.mode)
-        paired = _Paired(CaseResult("benchmark", index, case.params, True, "ok"), _Side("submission", child),
-                         _Side("reference", reference), started=time.monotonic(), batched=self.device == "cuda")
+        paired = _Paired(CaseResult("benchmark", index, case.params, True, "ok"), _Side("submission", list(subs)),
+                         _Side("reference", list(references)), started=time.monotonic(), batched=self.device == "cuda")
         r = paired.result
         seed = lambda it: mix_seed(self.secret, case.seed, it)  # noqa: E731
         first = self._prepare(case, seed(0))
-        if not self._warm_up(paired, paired.sub, first, deadline):
-            return paired
-        if r.interpreted:
-            self._time_interpreted(paired, case, seed, deadline)
-            return paired
-        self._warm_up(paired, paired.ref, first, deadline)
+        warm: dict[str, list[int]] = {"submission": [], "reference": []}
+        for j in range(len(subs)):
+            paired.sub.current = paired.ref.current = j
+            if not self._warm_up(paired, paired.sub, first, deadline, warm["submission"]):
+                return paired
+            if r.interpreted:
+                self._time_interpreted(paired, case, seed, deadline)
+                return paired
+            self._warm_up(paired, paired.ref, first, deadline, warm["reference"])
+        for side in (paired.sub, paired.ref):
+            # the median after each process's first call: one disturbed call must not set the request's shape
+            side.warm_ns = int(statistics.median(warm[side.name]))
         per_request = self._sets_per_request(paired, first, budget_s)
         start = time.monotonic()
         number = 0  # input sets timed: the next set's seed
@@ -692,6 +772,7 @@ class _Evaluation:
             check_s = 0.0
             for in_batch, lo in enumerate(range(0, len(sets), per_request)):
                 chunk = sets[lo:lo + per_request]
+                paired.sub.current = paired.ref.current = len(paired.raw) % len(subs)
                 first_side = submission_first(batches, in_batch)
                 order = (paired.sub, paired.ref) if first_side else (paired.ref, paired.sub)
                 calls: dict[str, _Call] = {}
@@ -703,7 +784,7 @@ class _Evaluation:
                         r.passed, r.message = False, ("its Triton kernels ran under the interpreter on some calls "
                                                       "and natively on others: not timed")
                         return paired
-                paired.raw.append((calls["submission"], calls["reference"], first_side))
+                paired.raw.append((calls["submission"], calls["reference"], first_side, paired.sub.current))
                 number += len(chunk)
                 for side in (paired.sub, paired.ref):
                     call = calls[side.name]
@@ -711,6 +792,7 @@ class _Evaluation:
                     side.sizes.append(len(call.claims))
                     side.windows.append(call.window)
                     side.main_cpu.append(call.main_cpu)
+                    side.procs.append(side.current)
                 checked = time.monotonic()
                 self._check_request(paired, chunk, replies, number - len(chunk), order)
                 check_s += time.monotonic() - checked
@@ -772,10 +854,11 @@ class _Evaluation:
             self._pool = ThreadPoolExecutor(max_workers=self.cpus, thread_name_prefix="kernelrank-judge")
         return self._pool
 
-    def _warm_up(self, paired: _Paired, side: _Side, s: _Set, deadline: float) -> bool:
-        """Warm-up calls of one side on the first input set (as many as
+    def _warm_up(self, paired: _Paired, side: _Side, s: _Set, deadline: float, warm: list[int]) -> bool:
+        """Warm-up calls of one side's current process on the first input set (as many as
         :data:`~kernelrank.runner.timing.WARMUP_SECONDS` and the minimum calls ask), its first
-        output checked; ``False`` when the submission failed (the case's result says why).
+        output checked; the claims after the first go to ``warm`` (the first's when it is the
+        only one); ``False`` when the submission failed (the case's result says why).
 
         Raises:
             _ReferenceFailed: the reference's first output is wrong or its child failed.
@@ -795,7 +878,7 @@ class _Evaluation:
                     if not ok:
                         raise _ReferenceFailed(f"the reference fails its own check on {r.label}: {message}")
                     continue
-                r.checked = 1
+                r.checked += 1
                 if not ok:
                     r.passed, r.message = False, f"output of the first call is wrong: {message}"
                     _set_figures(r, figures)
@@ -806,8 +889,7 @@ class _Evaluation:
             elif is_sub and reply.get("alias"):
                 r.passed, r.message = False, f"warm-up: {reply['alias']!s:.500}"
                 return False
-        # the median after the first call: one disturbed call must not set the request's shape
-        side.warm_ns = int(statistics.median(claims[1:] or claims))
+        warm.extend(claims[1:] or claims)
         return True
 
     def _time_interpreted(self, paired: _Paired, case: Case, seed: Callable[[int], int], deadline: float) -> None:
@@ -844,9 +926,9 @@ class _Evaluation:
 
     def _timed_request(self, side: _Side, other: _Side, sets: list[_Set],
                        deadline: float) -> tuple[_Call, list[dict[str, Any]]]:
-        """One timed request of one side, one call on its copy of each of ``sets`` (one set: the
-        plain layout; several: :meth:`~kernelrank.runner.slots.Arena.place_sets`), the other side
-        frozen throughout; the request's figures, and per call the answer about its output (the
+        """One timed request of one side's current process, one call on its copy of each of ``sets``
+        (one set: the plain layout; several: :meth:`~kernelrank.runner.slots.Arena.place_sets`),
+        every other process frozen throughout (the other side's CPU time in the window is counted); the request's figures, and per call the answer about its output (the
         outputs stay where the child left them until :meth:`_check_request` reads them)."""
         child = side.child
         expected = sets[0].expected
@@ -855,10 +937,10 @@ class _Evaluation:
         else:
             layout = child.arena.place_sets([s.data for s in sets], _out_room(expected))
         main_before = child.main_cpu_ns()
-        other_before = other.child.cpu_ns()
+        other_before = other.cpu_ns()
         reply, _ = self._side_go(side, layout, deadline, max(s.ref_s for s in sets), read=False, calls=len(sets))
         window = child.span_ns
-        other_after = other.child.cpu_ns()
+        other_after = other.cpu_ns()
         main_cpu = child.main_cpu_ns() - main_before
         claims = _ns_list(reply.get("times_ns"), len(sets))
         if sum(claims) > window:
@@ -1073,12 +1155,24 @@ def _set_figures(r: CaseResult, figures: dict[str, Any]) -> None:
         setattr(r, k, v)
 
 
-def _pair_record(sub: _Call, ref: _Call, sub_first: bool) -> list[int]:
+def _pair_record(sub: _Call, ref: _Call, sub_first: bool, process: int) -> list[int]:
     """One pair's raw figures, as the ``pairs`` event carries them (``bench/record_timings.py``):
     ``[submission first (0/1), its claim, window, main-thread CPU, the reference's claim, window,
-    main-thread CPU, calls per request]``, times in ns (a request's claim: its calls' together)."""
+    main-thread CPU, calls per request, which pair of processes timed it (0..K-1)]``, times in ns
+    (a request's claim: its calls' together)."""
     return [int(sub_first), sub.claim, sub.window, sub.main_cpu, ref.claim, ref.window, ref.main_cpu,
-            max(1, len(sub.claims))]
+            max(1, len(sub.claims)), process]
+
+
+def _merged_logs(first: dict[str, str], extra: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
+    """The submission's stdout and stderr: its first process's, then each further timed process's
+    that wrote anything, under a line naming it."""
+    logs = dict(first)
+    for n, more in extra:
+        for stream, text in more.items():
+            if text:
+                logs[stream] = f"{logs.get(stream, '')}\n--- timed process {n} ---\n{text}"
+    return logs
 
 
 def _first_failure(cases: list[CaseResult]) -> str:

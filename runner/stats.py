@@ -120,7 +120,9 @@ class Interval:
 
     ``estimate``, ``low``, ``high``: the ratio and the interval's ends (``low`` 0 and ``high``
     ``inf`` when it cannot be estimated, e.g. from one pair); ``log_se``: the standard error of the
-    log of the estimate; ``df``: degrees of freedom of the t quantile used; ``n``: pairs.
+    log of the estimate; ``df``: degrees of freedom of the t quantile used; ``n``: pairs;
+    ``between_se``: the part of ``log_se`` that more pairs cannot shrink, the spread between the
+    processes that were timed (:func:`paired_speedup` with ``groups``; 0 without).
     """
 
     estimate: float
@@ -129,6 +131,7 @@ class Interval:
     log_se: float
     df: float
     n: int
+    between_se: float = 0.0
 
     @property
     def half_width(self) -> float:
@@ -137,6 +140,18 @@ class Interval:
         if not math.isfinite(self.high) or self.estimate <= 0:
             return math.inf
         return (self.high - self.low) / (2 * self.estimate)
+
+    @property
+    def within_half_width(self) -> float:
+        """:attr:`half_width` without the processes' offsets (``between_se``), at the interval's
+        own t quantile: the part that more pairs shrink."""
+        if self.between_se <= 0:
+            return self.half_width
+        if not math.isfinite(self.high) or self.estimate <= 0:
+            return math.inf
+        t = math.log(self.high / self.estimate) / self.log_se if self.log_se > 0 else 0.0
+        within = math.sqrt(max(self.log_se ** 2 - self.between_se ** 2, 0.0))
+        return (math.exp(t * within) - math.exp(-t * within)) / 2
 
     def scaled(self, basis: float) -> tuple[float, float, float]:
         """``basis / ratio`` and its interval ``(value, low, high)``: a time (ns) from a
@@ -207,7 +222,8 @@ def lag1_autocorrelation(xs: Sequence[float]) -> float:
     return sum((xs[i] - m) * (xs[i + 1] - m) for i in range(n - 1)) / var
 
 
-def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float], trim: float = TRIM) -> Interval:
+def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float], trim: float = TRIM,
+                   groups: Sequence[int] | None = None) -> Interval:
     """The speedup of a submission over the reference from paired times, with its 95% interval.
 
     Args:
@@ -215,6 +231,8 @@ def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float]
             the submission's time (ns) on the same input set, timed one right after the other
             (either first).
         trim: share of the log ratios trimmed from each end (:data:`TRIM`).
+        groups: per pair, which pair of processes (one of each side) timed it, the pairs rotating
+            among them (:data:`PROCESSES`); ``None``: one pair of processes. See below.
 
     The estimate is ``exp(trimmed mean of ln(ref_i / sub_i))``: a geometric mean of the per-pair
     ratios, robust to the pairs that the machine disturbed (on a shared host, calls taken 2-10x
@@ -232,8 +250,21 @@ def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float]
     Sciences*, 3rd ed., 5.2.4). Why this estimator and not the mean, the median or the ratio of
     means: ``bench/README.md``, *Choosing the estimator*.
 
+    **Between processes.** Two processes running the same code on one machine differ in speed by
+    a few percent for as long as they live (memory placement and the like: Mytkowicz et al.,
+    *Producing Wrong Data Without Doing Anything Obviously Wrong!*, ASPLOS 2009; measured here with
+    ``bench/process_effect.py``). Pairs timed by one pair of processes all share that pair's
+    offset, which no number of pairs averages and the interval above cannot see (issue 14: seven
+    runs of a kernel identical to the reference scattered with an sd of 2.4% around intervals of
+    ±1.0-1.3%). With ``groups`` the pairs were timed by ``K`` pairs of processes in rotation;
+    the offsets' variance ``tau^2`` (:func:`process_variance`) is added as
+    ``tau^2 / K`` to the squared standard error, the degrees of freedom by Welch-Satterthwaite
+    with those of ``tau^2`` for that part. That part is ``between_se``: more pairs do not shrink
+    it, more processes would.
+
     Raises:
-        ValueError: no pairs, unequal lengths, a time that is not positive.
+        ValueError: no pairs, unequal lengths, a time that is not positive, or ``groups`` not one
+            per pair.
     """
     logs = log_ratios(reference_ns, submission_ns)
     n = len(logs)
@@ -245,18 +276,78 @@ def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float]
         r = min(max(lag1_autocorrelation([min(max(x, low), high) for x in logs]), 0.0), MAX_AUTOCORRELATION)
         se *= math.sqrt((1 + r) / (1 - r))
         df = max(1.0, df * (1 - r) / (1 + r))
+    between_se = 0.0
+    if groups is not None:
+        if len(groups) != n:
+            raise ValueError("groups need one entry per pair")
+        tau2, tau_df = process_variance(_group_means(logs, groups, trim))
+        between_se = math.sqrt(tau2 / len(set(groups))) if tau2 > 0 and tau_df >= 1 else 0.0
+        if between_se > 0 and math.isfinite(se) and df >= 1:
+            within = se
+            se = math.sqrt(within ** 2 + between_se ** 2)
+            df = se ** 4 / (within ** 4 / df + between_se ** 4 / tau_df)
     t = t975(df)
     if not math.isfinite(se) or not math.isfinite(t):
-        return Interval(math.exp(mean), 0.0, math.inf, math.inf, df, n)
-    return Interval(math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se), se, df, n)
+        return Interval(math.exp(mean), 0.0, math.inf, math.inf, df, n, between_se)
+    return Interval(math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se), se, df, n, between_se)
 
 
-def combine(intervals: Sequence[Interval]) -> Interval:
+def group_means(reference_ns: Sequence[float], submission_ns: Sequence[float], groups: Sequence[int],
+                trim: float = TRIM) -> dict[int, tuple[float, float]]:
+    """Per group of pairs (the pair of processes that timed them, :func:`paired_speedup`) of at
+    least two pairs, the trimmed mean of its log ratios and that mean's standard error
+    (:func:`trimmed_mean`).
+
+    Raises:
+        ValueError: as :func:`log_ratios`, or ``groups`` not one per pair.
+    """
+    logs = log_ratios(reference_ns, submission_ns)
+    if len(groups) != len(logs):
+        raise ValueError("groups need one entry per pair")
+    return _group_means(logs, groups, trim)
+
+
+def _group_means(logs: Sequence[float], groups: Sequence[int], trim: float) -> dict[int, tuple[float, float]]:
+    by_group: dict[int, list[float]] = {}
+    for g, x in zip(groups, logs):
+        by_group.setdefault(g, []).append(x)
+    return {g: trimmed_mean(xs, trim)[:2] for g, xs in by_group.items() if len(xs) >= 2}
+
+
+def process_variance(means: dict[int, tuple[float, float]]) -> tuple[float, int]:
+    """``(tau^2, degrees of freedom)``: the variance of the log offsets of the pairs of processes
+    that timed a case's pairs (:func:`paired_speedup`, *Between processes*), from the groups'
+    trimmed means ``m_j`` and their standard errors ``se_j`` (:func:`group_means`): the spread of
+    the means beyond what their own errors explain, ``var(m_j) - mean(se_j^2)`` (the method of
+    moments of a one-way random-effects model, as DerSimonian and Laird's for balanced groups),
+    with ``groups - 1`` degrees of freedom; ``(0, 0)`` from fewer than two groups. May be
+    negative: the groups then agree better than their errors say, and no offset is added. From
+    three or four groups the intervals built on it hold the true ratio in 0.90-0.92 of simulated
+    cases for 0.95 (``tests/runner/test_stats.py``; one group of independent pairs: 0.73-0.78):
+    a known shortfall of this estimator with few groups, which Hartung and Knapp's t on the
+    groups' own spread would close at the price of ``t_{0.975, K-1}`` (4.3 for three groups) on
+    every case."""
+    if len(means) < 2:
+        return 0.0, 0
+    ms = [m for m, _se in means.values()]
+    return statistics.variance(ms) - statistics.fmean(se ** 2 for _m, se in means.values()), len(means) - 1
+
+
+def combine(intervals: Sequence[Interval], group_means: Sequence[dict[int, tuple[float, float]]] | None = None) -> Interval:
     """The geometric mean of per-case ratios, with its 95% interval.
 
     The log of the geometric mean is the mean of the cases' logs, whose standard error (cases are
     timed independently) is ``sqrt(sum se_c^2) / C``; degrees of freedom by Welch-Satterthwaite,
     ``(sum se_c^2)^2 / sum(se_c^4 / df_c)``.
+
+    With ``group_means`` (per case, :func:`group_means`: the cases were timed by the same ``K``
+    pairs of processes) the processes' offsets are not taken as independent between cases: one
+    pair of processes was seen faster in several cases of a run (issue 14: the two bfloat16 cases
+    of a softmax run both favoured one pair, by 10-20%). Their part is estimated once for the run, from
+    each pair of processes' mean over the cases, ``M_j = mean_c m_cj`` with squared standard
+    error ``sum_c se_cj^2 / C^2``, as :func:`process_variance` does for one case; the cases' own
+    between-process parts (``between_se``) are replaced by it, the degrees of freedom by
+    Welch-Satterthwaite with ``K - 1`` for it.
 
     Raises:
         ValueError: no intervals.
@@ -268,12 +359,24 @@ def combine(intervals: Sequence[Interval]) -> Interval:
     n = sum(i.n for i in intervals)
     if any(not math.isfinite(i.log_se) or i.df < 1 for i in intervals):
         return Interval(math.exp(log_mean), 0.0, math.inf, math.inf, 0.0, n)
-    var = sum(i.log_se ** 2 for i in intervals) / c ** 2
+    parts = [(i.log_se ** 2, i.df) for i in intervals]  # per case: (squared standard error, df)
+    between_var, between_df = 0.0, 0  # the run's estimate of the processes' part, when it is made
+    between = math.sqrt(sum(i.between_se ** 2 for i in intervals)) / c  # the part reported
+    if group_means is not None and len(group_means) == c:
+        shared = set.intersection(*(set(m) for m in group_means))
+        run = {j: (statistics.fmean(m[j][0] for m in group_means),
+                   math.sqrt(sum(m[j][1] ** 2 for m in group_means)) / c) for j in shared}
+        tau2, between_df = process_variance(run)
+        parts = [(i.log_se ** 2 - i.between_se ** 2, i.df) for i in intervals]
+        between_var = max(tau2, 0.0) / len(shared) if between_df >= 1 else 0.0
+        between = math.sqrt(between_var)
+    within_var = sum(v for v, _df in parts) / c ** 2
+    var = within_var + between_var
     se = math.sqrt(var)
-    denominator = sum(i.log_se ** 4 / i.df for i in intervals)
-    df = (sum(i.log_se ** 2 for i in intervals) ** 2 / denominator) if denominator > 0 else math.inf
+    denominator = sum((v / c ** 2) ** 2 / df for v, df in parts) + (between_var ** 2 / between_df if between_df >= 1 else 0.0)
+    df = var ** 2 / denominator if denominator > 0 else math.inf
     t = t975(df) if math.isfinite(df) else Z975
-    return Interval(math.exp(log_mean), math.exp(log_mean - t * se), math.exp(log_mean + t * se), se, df, n)
+    return Interval(math.exp(log_mean), math.exp(log_mean - t * se), math.exp(log_mean + t * se), se, df, n, between)
 
 
 def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -293,6 +396,15 @@ MAX_PAIRS = 1000
 #: Relative half width of a case's speedup interval at which timing may stop before the budget is
 #: spent, per device class.
 PRECISION = {"cpu": 0.01, "cuda": 0.002}
+#: Pairs of processes (one of each side) a case's pairs rotate among, per device class, unless
+#: the problem's ``timing`` says otherwise (``CaseTiming.processes``): the per-process offset
+#: (:func:`paired_speedup`, *Between processes*) is averaged over them and shows in the interval.
+#: CPU: 4 (bench/README.md, issue 14: one process of a side ran a softmax case 30% faster than
+#: its three siblings for its whole life; three degrees of freedom for the offsets' part, t = 3.2,
+#: where three pairs gave 4.3). CUDA: 1 until measured on a GPU; the offsets of two groups give
+#: the interval one degree of freedom (t = 12.7), which at CUDA's ±0.2% precision would make
+#: honest runs' intervals wide on any small difference.
+PROCESSES = {"cpu": 4, "cuda": 1}
 
 
 def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_above: float, cap: float,
@@ -314,14 +426,19 @@ def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_
     ``precision``; at the budget, when the half width is at most ``target``; otherwise timing
     goes on (a case short of its target gets more time) until ``cap * budget_s``, where it stops,
     noisy if wider than ``noisy_above``. A budget spent before ``min_pairs`` (a slow kernel) counts
-    like any other.
+    like any other. ``target`` and ``noisy_above`` are held against the interval without the
+    processes' offsets (:attr:`Interval.within_half_width`): more time does not shrink those, nor
+    does measuring again (a new run draws new processes); they stay in the interval reported.
+    Before that rule, five idle runs of one file took 39-49 s (a run with every case at its cap
+    takes about 45 s), and one was marked noisy by its offsets alone (``bench/README.md``,
+    issue 14).
     """
     n = 0 if interval is None else interval.n
-    width = math.inf if interval is None else interval.half_width
+    if n >= min_pairs and interval is not None and interval.half_width <= precision:
+        return True, False
+    width = math.inf if interval is None else interval.within_half_width
     if n >= max_pairs:
         return True, width > noisy_above
-    if n >= min_pairs and width <= precision:
-        return True, False
     enough = noisy_above if target is None else min(target, noisy_above)
     if spent_s >= budget_s and n >= 1 and width <= enough:
         return True, False

@@ -245,7 +245,7 @@ def test_the_paired_judge_judges_both_sides_in_batches_on_cuda() -> None:
     sub_windows = [30_000 + 80_000 + int(rng.gauss(0, 5_000)) for _ in range(n)]
 
     def paired(batched: bool) -> _Paired:
-        p = _Paired(CaseResult("benchmark", 0, {}, True, "ok"), _Side("submission", None), _Side("reference", None),
+        p = _Paired(CaseResult("benchmark", 0, {}, True, "ok"), _Side("submission", []), _Side("reference", []),
                     batched=batched)
         p.sub.claims, p.sub.windows = list(sub_claims), list(sub_windows)
         p.ref.claims, p.ref.windows = list(ref_claims), list(ref_windows)

@@ -81,7 +81,7 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
                     for i in range(start, end)]
         assert [p[0] for p in recorded] == expected
         assert [expected[s] for s in starts] == [1 - b % 2 for b in range(len(starts))]
-        assert c.checked == calls + 1  # every timed output, and the first warm-up one
+        assert c.checked == calls + c.pairing["processes"]  # every timed output, and each process's first warm-up one
         total += len(recorded)
     assert len(requests) == 2 * total
     timed_calls = sum(c.timing["runs"] for c in _bench(r))
@@ -203,3 +203,56 @@ def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> Non
         k = size(judge, paired, small, budget)
         assert k == 1 or 2 * stats.MIN_PAIRS * k * 0.002 <= budget * harness.TIMED_SHARE_GUESS
     assert size(SimpleNamespace(device="cuda"), paired, small, 3.0) == 1
+
+
+def test_the_pairs_rotate_among_several_pairs_of_processes(double, options, monkeypatch) -> None:
+    """A timed case's pairs are timed by ``stats.PROCESSES`` pairs of processes in turn (the test
+    phase's process of the submission and new ones, as many of the reference), pair ``p`` by pair
+    ``p % K``; the ``pairs`` event and the case's figures say which, and the interval carries the
+    processes' offsets. A problem may ask for one pair (``timing.<device>.processes``)."""
+    from kernelrank.runner import stats
+
+    k = stats.PROCESSES["cpu"]
+    assert k > 1
+    made: list[tuple[str, int, int]] = []  # (side, which process, its pid), per request
+    sizes: set[tuple[int, int]] = set()  # (processes of the side, of the other side)
+    timed = harness._Evaluation._timed_request
+
+    def recording_request(self, side, other, sets, deadline):
+        made.append((side.name, side.current, side.child.pid))
+        sizes.add((len(side.children), len(other.children)))
+        return timed(self, side, other, sets, deadline)
+
+    monkeypatch.setattr(harness._Evaluation, "_timed_request", recording_request)
+    events: list[dict] = []
+    r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
+    assert r.status is Status.passed, r.message
+    assert sizes == {(k, k)}
+    pids = {side: {n: {pid for s, m, pid in made if s == side and m == n} for n in range(k)} for side in ("submission", "reference")}
+    for side in pids:
+        assert all(len(p) == 1 for p in pids[side].values()), pids  # one process per place
+        assert len(set().union(*pids[side].values())) == k  # k distinct processes per side
+    assert not set().union(*pids["submission"].values()) & set().union(*pids["reference"].values())
+    pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}
+    for c in _bench(r):
+        assert [p[8] for p in pairs[c.index]] == [i % k for i in range(len(pairs[c.index]))]
+        assert c.pairing["processes"] == k and c.pairing["between_processes_log_se"] >= 0
+        assert c.speedup_ci[0] <= c.speedup <= c.speedup_ci[1]
+    # one pair of processes where the problem says so
+    timing = {d: t.model_copy(update={"processes": 1}) for d, t in double.definition.timing.items()}
+    one = double.spec().__class__(double.definition.model_copy(update={"timing": timing}),
+                                  double.spec().reference_source, double.revision)
+    made.clear()
+    r = evaluate(one, submission("double_ok.py"), "benchmark", "cpu", options)
+    assert r.status is Status.passed, r.message
+    assert {m for _s, m, _pid in made} == {0} and len({pid for _s, _m, pid in made}) == 2
+    assert all(c.pairing["processes"] == 1 and c.pairing["between_processes_log_se"] == 0 for c in _bench(r))
+
+
+def test_the_logs_of_every_timed_process_are_kept() -> None:
+    """What the submission's further timed processes printed follows its first process's output,
+    under a line naming each; a process that printed nothing adds nothing."""
+    merged = harness._merged_logs({"stdout": "first\n", "stderr": ""},
+                                  [(2, {"stdout": "", "stderr": ""}), (3, {"stdout": "third\n", "stderr": "warn\n"})])
+    assert merged["stdout"] == "first\n\n--- timed process 3 ---\nthird\n"
+    assert merged["stderr"] == "\n--- timed process 3 ---\nwarn\n"
