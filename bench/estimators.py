@@ -38,12 +38,16 @@ Estimator = Callable[[list[float], list[float]], stats.Interval]
 
 
 def judged_pairs(pairs: list[list[int]]) -> tuple[list[float], list[float], list[int]]:
-    """``(reference times, submission times, submission-first flags)`` as the judge counts them."""
+    """``(reference times, submission times, submission-first flags)`` of the counted pairs, as the
+    judge counts them (recordings since the warm-up pairs were kept mark them in field 10)."""
     sub_c, sub_w, ref_c, ref_w, order = [], [], [], [], []
-    for first, sc, sw, _sm, rc, rw, _rm in pairs:
+    for p in pairs:
+        if len(p) >= 10 and not p[9]:
+            continue
+        first, sc, sw, _sm, rc, rw, _rm = p[:7]
         sub_c.append(sc), sub_w.append(sw), ref_c.append(rc), ref_w.append(rw), order.append(first)
-    overhead = stats.overhead(ref_c, ref_w)
-    return stats.judged_times(ref_c, ref_w, overhead), stats.judged_times(sub_c, sub_w, overhead), order
+    allowance = stats.overhead(ref_c, ref_w, q=stats.ALLOWANCE_QUANTILE)
+    return stats.judged_times(ref_c, ref_w, allowance), stats.judged_times(sub_c, sub_w, allowance), order
 
 
 def mean_log(ref: list[float], sub: list[float]) -> stats.Interval:

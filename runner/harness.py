@@ -16,12 +16,16 @@ module only orchestrates. The judge (this process)
    their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
    the children never see); then, per group of sets, the submission and the reference each get
    one request holding those sets, one call on each (on the CPU as many sets as
-   :data:`REQUEST_SECONDS` of calls hold, so the judge's path of 2-5 ms per request is paid once
+   :data:`REQUEST_SECONDS` of calls hold, so the judge's path of 2-3 ms per request is paid once
    for many calls; one on CUDA), in alternating order (:func:`submission_first`), each placed in
    its own shared slots while both are frozen, each thawed only for its own request (so neither
    can run while the other is timed); after each such pair of requests every output of the
    submission is checked as it is read, piece by piece, where its child left it, and every output
-   of the reference is read alike. Each request counts for its claims or the
+   of the reference is read alike. Before a case's first timed request each process is readied
+   for the case's request shape (:meth:`_Evaluation._reserve`: its slots mapped, its heap given
+   free memory, all faulted in), and a pair counts only once both of its processes are warm
+   (one of their requests page-faulted next to never, :meth:`_Side.settle`): the pairs before
+   are timed and checked, not counted. Each request counts for its claims or the
    judge's window less the reference's overhead (:func:`~kernelrank.runner.stats.judged_times`);
    each pair of requests on the same sets gives a ratio,
    and the case's speedup and its 95% interval come from those ratios
@@ -79,7 +83,9 @@ from kernelrank.runner.limits import SandboxLimits
 from kernelrank.runner.results import CaseResult, EvalResult, Status
 from kernelrank.runner.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
 from kernelrank.runner.slots import SlotError
-from kernelrank.runner.timing import WARMUP_MAX_CALLS, WARMUP_MIN_CALLS, WARMUP_SECONDS, roofline
+from kernelrank.runner.slots import nbytes as slots_nbytes
+from kernelrank.runner.timing import (WARM_FAULTS_PER_CALL, WARMUP_MAX_CALLS, WARMUP_MAX_REQUESTS, WARMUP_MIN_CALLS,
+                                      WARMUP_SECONDS, roofline)
 
 Event = Callable[[dict[str, Any]], None]
 
@@ -252,11 +258,38 @@ class _Side:
     other_cpu_ns: int | None = 0
     #: per request, which of ``children`` made it
     procs: list[int] = field(default_factory=list)
+    #: per counted request, the page faults of its process during it (``None``: not readable)
+    faults: list[int | None] = field(default_factory=list)
+    #: per process, its timed requests in this case so far, and whether it is warm: one of them
+    #: faulted at most :data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL` times per call,
+    #: or :data:`~kernelrank.runner.timing.WARMUP_MAX_REQUESTS` were made
+    requests_made: list[int] = field(default_factory=list)
+    warm: list[bool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.requests_made = [0] * len(self.children)
+        self.warm = [False] * len(self.children)
 
     @property
     def child(self) -> SubmissionProcess:
         """The process making this side's next request."""
         return self.children[self.current]
+
+    @property
+    def is_warm(self) -> bool:
+        """Whether the process making the next request is warm (its pairs count)."""
+        return self.warm[self.current]
+
+    def settle(self, call: "_Call") -> None:
+        """After a timed request of the current process: it is warm from its next request on
+        once this one faulted at most :data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`
+        times per call (unreadable faults: after its first request), or after
+        :data:`~kernelrank.runner.timing.WARMUP_MAX_REQUESTS` requests (a kernel that faults on
+        every call is timed in that steady state)."""
+        j = self.current
+        self.requests_made[j] += 1
+        calm = call.faults is None or call.faults <= WARM_FAULTS_PER_CALL * max(1, len(call.claims))
+        self.warm[j] = self.warm[j] or calm or self.requests_made[j] >= WARMUP_MAX_REQUESTS
 
     def cpu_ns(self) -> int | None:
         """CPU time (ns) used so far by all of this side's processes' cgroups (``None``: not
@@ -277,12 +310,14 @@ class _Side:
 @dataclass
 class _Call:
     """What one timed request gave: the claim (its calls' together) and window (ns), the main
-    thread's CPU time in the window (ns), and each call's claim (ns)."""
+    thread's CPU time in the window (ns), each call's claim (ns) and the process's page faults."""
 
     claim: int
     window: int
     main_cpu: int
     claims: list[int] = field(default_factory=list)
+    #: page faults of the process during the request (``None``: not readable)
+    faults: int | None = None
 
 
 @dataclass
@@ -293,9 +328,10 @@ class _Paired:
     result: CaseResult
     sub: _Side
     ref: _Side
-    #: every pair in order: ``(submission's call, reference's call, submission first, which pair
-    #: of processes timed it)``
-    raw: list[tuple[_Call, _Call, bool, int]] = field(default_factory=list)
+    #: every pair timed, in order: ``(submission's call, reference's call, submission first,
+    #: which pair of processes timed it, counted)``; a pair is not counted (timed and checked
+    #: all the same) while one of its processes is not warm yet (:meth:`_Side.settle`)
+    raw: list[tuple[_Call, _Call, bool, int, bool]] = field(default_factory=list)
     started: float = 0.0
     prep_s: float = 0.0
     timed_s: float = 0.0
@@ -303,9 +339,17 @@ class _Paired:
     #: judge the claims in batches of calls (CUDA: kernels of a few µs), see :meth:`judged`
     batched: bool = False
 
+    @property
+    def warmup_pairs(self) -> int:
+        """Pairs timed and checked but not counted."""
+        return sum(1 for p in self.raw if not p[4])
+
     def judged(self) -> tuple[list[float], list[float], float]:
         """``(submission's, reference's judged times, the reference's overhead)`` (ns), both
-        sides by the same rule (:func:`~kernelrank.runner.stats.judged_times`).
+        sides by the same rule (:func:`~kernelrank.runner.stats.judged_times`, allowing each
+        request the reference's overhead at :data:`~kernelrank.runner.stats.ALLOWANCE_QUANTILE`);
+        the overhead returned is the low quantile the gross-lie rule starts from
+        (:func:`~kernelrank.runner.stats.wall_check`).
 
         At kernel scale (``batched``: CUDA) one request's window carries tens of µs of overhead
         and jitter, so the judge's clock says something only of batches of calls: both sides
@@ -318,8 +362,9 @@ class _Paired:
             path = stats.runner_overhead([w - c for w, c in zip(self.ref.windows, self.ref.claims)])
             return (stats.judge_batches(self.sub.claims, self.sub.windows, path).judged_ns,
                     stats.judge_batches(self.ref.claims, self.ref.windows, path).judged_ns, overhead)
-        return (stats.judged_times(self.sub.claims, self.sub.windows, overhead, self.sub.sizes),
-                stats.judged_times(self.ref.claims, self.ref.windows, overhead, self.ref.sizes), overhead)
+        allowance = stats.overhead(self.ref.claims, self.ref.windows, self.ref.sizes, stats.ALLOWANCE_QUANTILE)
+        return (stats.judged_times(self.sub.claims, self.sub.windows, allowance, self.sub.sizes),
+                stats.judged_times(self.ref.claims, self.ref.windows, allowance, self.ref.sizes), overhead)
 
     def paired_times(self) -> tuple[list[float], list[float]]:
         """Per pair (one request of each side on the same input sets), the submission's and the
@@ -556,7 +601,7 @@ class _Evaluation:
         the CPU the slots are a shared memory file; on CUDA the same calls place into and read
         from device memory shared with the child through CUDA IPC (the GPU change), so no tensor
         data crosses the host or the socket."""
-        return child.arena.place(data, _out_room(ref))
+        return child.arena.place(data, _out_room(ref), direct=child.mem_fd is not None)
 
     def _check(self, reply: dict[str, Any], out: torch.Tensor | None,
                ref: torch.Tensor) -> tuple[bool, str, dict[str, Any]]:
@@ -702,6 +747,9 @@ class _Evaluation:
         inside = sum(sub) + sum(ref)
         r.pairing = {
             "pairs": interval.n, "order": "alternating", "processes": len(paired.sub.children),
+            # timed and checked before both of their processes were warm (page faults): not counted
+            "warm_up_pairs": paired.warmup_pairs,
+            "faults_per_call": {side.name: _per_call(side.faults, side.sizes) for side in (paired.sub, paired.ref)},
             # the log standard error of the processes' offsets (stats.paired_speedup): more pairs do not shrink it
             "between_processes_log_se": interval.between_se,
             "calls_per_pair": max(paired.sub.sizes) if paired.sub.sizes else 1,
@@ -753,6 +801,11 @@ class _Evaluation:
             # the median after each process's first call: one disturbed call must not set the request's shape
             side.warm_ns = int(statistics.median(warm[side.name]))
         per_request = self._sets_per_request(paired, first, budget_s)
+        if self.device == "cpu":
+            for side in (paired.sub, paired.ref):
+                for j in range(len(side.children)):
+                    side.current = j
+                    self._reserve(side, first, per_request, deadline)
         start = time.monotonic()
         number = 0  # input sets timed: the next set's seed
         batches = 0  # batches timed: with the pair's place in its batch, which side goes first
@@ -773,6 +826,7 @@ class _Evaluation:
             for in_batch, lo in enumerate(range(0, len(sets), per_request)):
                 chunk = sets[lo:lo + per_request]
                 paired.sub.current = paired.ref.current = len(paired.raw) % len(subs)
+                counted = paired.sub.is_warm and paired.ref.is_warm
                 first_side = submission_first(batches, in_batch)
                 order = (paired.sub, paired.ref) if first_side else (paired.ref, paired.sub)
                 calls: dict[str, _Call] = {}
@@ -784,15 +838,19 @@ class _Evaluation:
                         r.passed, r.message = False, ("its Triton kernels ran under the interpreter on some calls "
                                                       "and natively on others: not timed")
                         return paired
-                paired.raw.append((calls["submission"], calls["reference"], first_side, paired.sub.current))
                 number += len(chunk)
+                paired.raw.append((calls["submission"], calls["reference"], first_side, paired.sub.current, counted))
                 for side in (paired.sub, paired.ref):
                     call = calls[side.name]
+                    side.settle(call)
+                    if not counted:
+                        continue
                     side.claims.extend(call.claims)
                     side.sizes.append(len(call.claims))
                     side.windows.append(call.window)
                     side.main_cpu.append(call.main_cpu)
                     side.procs.append(side.current)
+                    side.faults.append(call.faults)
                 checked = time.monotonic()
                 self._check_request(paired, chunk, replies, number - len(chunk), order)
                 check_s += time.monotonic() - checked
@@ -805,6 +863,39 @@ class _Evaluation:
             if not r.passed:
                 return paired
             interval = paired.interval()
+
+    def _reserve(self, side: _Side, first: _Set, per_request: int, deadline: float) -> None:
+        """Ready one process (``side``'s current) for the case's timed requests of ``per_request``
+        input sets, before the first (CPU only): its slots mapped at the size those requests'
+        layouts take, their pages faulted in, and its heap given as much free memory, faulted in,
+        as such a request's outputs take and an output's and an input set's size more for a call's
+        temporaries (at most :data:`BATCH_BYTES`; the child's ``reserve``). Its first timed request then needs no new pages, so it usually counts
+        (:meth:`_Side.settle`): before this, each process's first request or two at a case's
+        shape faulted on 70-215 MiB (0.1-0.5 s) and went uncounted, and a process's heap,
+        fragmented by the outputs a request holds, still grew in faults now and then
+        (``bench/README.md``, issue 14).
+
+        Raises:
+            _ReferenceFailed: the reference's process failed.
+        """
+        child = side.child
+        inputs, output = slots_nbytes(first.data), slots_nbytes(first.expected)
+        size = child.arena.grow(per_request * inputs)
+        # the request's outputs, held together, and an output's and an input set's size again for
+        # a call's temporaries
+        heap = min((per_request + 1) * output + inputs, BATCH_BYTES)
+        try:
+            reply = child.request({"op": "reserve", "size": size, "heap": heap}, deadline)
+            _raise_on_error(reply, self._where)
+            _raise_on_tampering(child, reply, self._where)
+        except ChildTimeout:
+            if side.name == "submission" or time.monotonic() >= deadline:
+                raise  # the run's budget ran out: the run's timeout
+            raise _ReferenceFailed(f"the reference failed in {self._where}: it did not answer") from None
+        except (ChildDied, ProtocolViolation, _Verdict) as e:
+            if side.name == "submission":
+                raise
+            raise _ReferenceFailed(f"the reference failed in {self._where}: {e}") from e
 
     def _sets_per_request(self, paired: _Paired, first: _Set, budget_s: float) -> int:
         """Input sets (calls) per timed request: on the CPU as many as :data:`REQUEST_SECONDS`
@@ -856,9 +947,13 @@ class _Evaluation:
 
     def _warm_up(self, paired: _Paired, side: _Side, s: _Set, deadline: float, warm: list[int]) -> bool:
         """Warm-up calls of one side's current process on the first input set (as many as
-        :data:`~kernelrank.runner.timing.WARMUP_SECONDS` and the minimum calls ask), its first
-        output checked; the claims after the first go to ``warm`` (the first's when it is the
-        only one); ``False`` when the submission failed (the case's result says why).
+        :data:`~kernelrank.runner.timing.WARMUP_SECONDS` and the minimum calls ask, and while the
+        last one page-faulted beyond :data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`, up
+        to :data:`~kernelrank.runner.timing.WARMUP_MAX_REQUESTS` more), its first output
+        checked; the claims of the calls after the first that did not fault go to ``warm`` (the
+        request shape is sized on them; without such calls, those after the first, or the
+        first's when it is the only one); ``False`` when the submission failed (the case's
+        result says why).
 
         Raises:
             _ReferenceFailed: the reference's first output is wrong or its child failed.
@@ -866,11 +961,21 @@ class _Evaluation:
         r = paired.result
         is_sub = side is paired.sub
         layout = self._place(side.child, s.data, s.expected)
-        calls, started, claims = 0, time.monotonic(), []
-        while (calls < WARMUP_MIN_CALLS or time.monotonic() - started < WARMUP_SECONDS[self.device]) \
-                and calls < WARMUP_MAX_CALLS:
+        calls, started, claims, steady = 0, time.monotonic(), [], []
+        faulted = True  # the last call page-faulted beyond WARM_FAULTS_PER_CALL (or none was made yet)
+        extra = 0  # calls past the warm-up's time because the last one faulted
+        while calls < WARMUP_MAX_CALLS:
+            if calls >= WARMUP_MIN_CALLS and time.monotonic() - started >= WARMUP_SECONDS[self.device]:
+                if not faulted or extra >= WARMUP_MAX_REQUESTS:
+                    break
+                extra += 1
+            before = side.child.faults()
             reply, out = self._side_go(side, layout, deadline, s.ref_s, read=calls == 0)
+            after = side.child.faults()
             claims.extend(_ns_list(reply.get("times_ns"), 1))
+            faulted = before is not None and after is not None and after - before > WARM_FAULTS_PER_CALL
+            if calls > 0 and not faulted:
+                steady.append(claims[-1])
             calls += 1
             if calls == 1:
                 ok, message, figures = self._check(reply, out, s.expected)
@@ -889,7 +994,7 @@ class _Evaluation:
             elif is_sub and reply.get("alias"):
                 r.passed, r.message = False, f"warm-up: {reply['alias']!s:.500}"
                 return False
-        warm.extend(claims[1:] or claims)
+        warm.extend(steady or claims[1:] or claims)
         return True
 
     def _time_interpreted(self, paired: _Paired, case: Case, seed: Callable[[int], int], deadline: float) -> None:
@@ -921,25 +1026,36 @@ class _Evaluation:
             return self._go(side.child, layout, deadline, ref_s, repeat=calls, read=read)
         try:
             return self._go(side.child, layout, deadline, ref_s, repeat=calls, read=read)
-        except (ChildTimeout, ChildDied, ProtocolViolation, _Verdict) as e:
+        except ChildTimeout:
+            if time.monotonic() >= deadline:
+                # the run's budget ran out while the reference was timed (the submission's calls,
+                # slow or many, spent it): the run's timeout, not the judge's failure
+                raise
+            raise _ReferenceFailed(f"the reference failed in {self._where}: it did not answer") from None
+        except (ChildDied, ProtocolViolation, _Verdict) as e:
             raise _ReferenceFailed(f"the reference failed in {self._where}: {e}") from e
 
     def _timed_request(self, side: _Side, other: _Side, sets: list[_Set],
                        deadline: float) -> tuple[_Call, list[dict[str, Any]]]:
         """One timed request of one side's current process, one call on its copy of each of ``sets``
         (one set: the plain layout; several: :meth:`~kernelrank.runner.slots.Arena.place_sets`),
-        every other process frozen throughout (the other side's CPU time in the window is counted); the request's figures, and per call the answer about its output (the
-        outputs stay where the child left them until :meth:`_check_request` reads them)."""
+        every other process frozen throughout (the other side's CPU time in the window is counted);
+        the request's figures (its process's page faults among them, which decide when the process
+        is warm: :meth:`_Side.settle`), and per call the answer about its output (the outputs stay
+        where the child left them until :meth:`_check_request` reads them)."""
         child = side.child
         expected = sets[0].expected
         if len(sets) == 1:
             layout = self._place(child, sets[0].data, expected)
         else:
-            layout = child.arena.place_sets([s.data for s in sets], _out_room(expected))
+            layout = child.arena.place_sets([s.data for s in sets], _out_room(expected),
+                                            direct=child.mem_fd is not None)
         main_before = child.main_cpu_ns()
         other_before = other.cpu_ns()
+        faults_before = child.faults()
         reply, _ = self._side_go(side, layout, deadline, max(s.ref_s for s in sets), read=False, calls=len(sets))
         window = child.span_ns
+        faults_after = child.faults()
         other_after = other.cpu_ns()
         main_cpu = child.main_cpu_ns() - main_before
         claims = _ns_list(reply.get("times_ns"), len(sets))
@@ -960,7 +1076,8 @@ class _Evaluation:
             if not isinstance(replies, list) or len(replies) != len(sets) or not all(isinstance(x, dict) for x in replies):
                 raise (ProtocolViolation if side.name == "submission" else _ReferenceFailed)(
                     f"{self._where}: the {side.name}'s answer does not describe one output per input set")
-        return _Call(sum(claims), window, main_cpu, claims), replies
+        faults = None if faults_before is None or faults_after is None else faults_after - faults_before
+        return _Call(sum(claims), window, main_cpu, claims, faults), replies
 
     def _check_request(self, paired: _Paired, sets: list[_Set], replies: dict[str, list[dict[str, Any]]],
                        number: int, order: tuple[_Side, _Side]) -> None:
@@ -1142,6 +1259,13 @@ def _read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) ->
         raise ProtocolViolation(str(e)) from None
 
 
+def _per_call(faults: list[int | None], sizes: list[int]) -> float | None:
+    """Page faults per counted call of one side (``None`` when any request's were unreadable)."""
+    if not faults or any(f is None for f in faults):
+        return None
+    return sum(f for f in faults if f is not None) / max(1, sum(sizes))
+
+
 def _nbytes(data: Any) -> int:
     if isinstance(data, torch.Tensor):
         return data.numel() * data.element_size()
@@ -1155,13 +1279,16 @@ def _set_figures(r: CaseResult, figures: dict[str, Any]) -> None:
         setattr(r, k, v)
 
 
-def _pair_record(sub: _Call, ref: _Call, sub_first: bool, process: int) -> list[int]:
+def _pair_record(sub: _Call, ref: _Call, sub_first: bool, process: int, counted: bool) -> list[int]:
     """One pair's raw figures, as the ``pairs`` event carries them (``bench/record_timings.py``):
     ``[submission first (0/1), its claim, window, main-thread CPU, the reference's claim, window,
-    main-thread CPU, calls per request, which pair of processes timed it (0..K-1)]``, times in ns
-    (a request's claim: its calls' together)."""
+    main-thread CPU, calls per request, which pair of processes timed it (0..K-1), counted (0: a
+    warm-up pair, :meth:`_Side.settle`), the submission's page faults, the reference's (-1:
+    unreadable)]``, times in ns (a request's claim: its calls' together). Recordings made before
+    a field was added end before it."""
     return [int(sub_first), sub.claim, sub.window, sub.main_cpu, ref.claim, ref.window, ref.main_cpu,
-            max(1, len(sub.claims)), process]
+            max(1, len(sub.claims)), process, int(counted),
+            -1 if sub.faults is None else sub.faults, -1 if ref.faults is None else ref.faults]
 
 
 def _merged_logs(first: dict[str, str], extra: list[tuple[int, dict[str, str]]]) -> dict[str, str]:

@@ -146,6 +146,20 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     return env
 
 
+def _only_cpu(pid: int) -> int | None:
+    """The one CPU the process's main thread may run on (OpenMP's binding puts it there:
+    :func:`child_environment`), or ``None`` (several, or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/task/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    value = line.split(":", 1)[1].strip()
+                    return int(value) if value.isdigit() else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def host_memory_bound(record: dict[str, Any]) -> str:
     """What bounds a child's host memory, from its isolation record: ``"cgroup <n> bytes"`` (the
     job's group), ``"address space <n> bytes ..."`` (``RLIMIT_AS``, CPU only) or ``"unbounded ..."``
@@ -250,6 +264,9 @@ class SubmissionProcess:
         self._frozen = False
         #: the child's integrity fingerprint in its ``hello`` answer (:meth:`start`)
         self.integrity: Any = None
+        #: the CPU the child's main thread is bound to, where the judge waits for its answers
+        #: (:meth:`_wait_on_home_cpu`); ``None`` until :meth:`start`, or when it has several
+        self.home_cpu: int | None = None
 
     def start(self, deadline: float) -> dict[str, Any]:
         """Wait until the child has isolated itself, then measure the isolation in force.
@@ -279,6 +296,7 @@ class SubmissionProcess:
         self.isolation["host_memory"] = host_memory_bound(self.isolation)
         self.isolation["cleanup"] = ("by cgroup" if self.group is not None else "by sandbox uid"
                                      if self.plan.uid is not None else "by process group, session and descent")
+        self.home_cpu = _only_cpu(self.pid)
         return self.isolation
 
     def set_baseline(self) -> None:
@@ -296,6 +314,19 @@ class SubmissionProcess:
                 return int(f.read().split(maxsplit=1)[0])
         except (OSError, ValueError, IndexError):
             return 0
+
+    def faults(self) -> int | None:
+        """Page faults (minor and major) of the child's process so far, all its threads together,
+        from the kernel's accounting (``/proc/<pid>/stat``, fields 10 and 12): a figure the child
+        cannot forge. ``None`` when unreadable. The judge's warm-up reads it around each request:
+        a call that faults is still growing its process's memory, not in its steady state
+        (:data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`)."""
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            return int(fields[7]) + int(fields[9])  # minflt, majflt (fields 10 and 12 of stat(5))
+        except (OSError, ValueError, IndexError):
+            return None
 
     def cpu_ns(self) -> int | None:
         """CPU time (ns) the job used so far: its cgroup's, every process it ever started included
@@ -336,6 +367,7 @@ class SubmissionProcess:
         bytes of the answer.
         """
         self.channel.max_message_bytes = min(max_bytes or self.max_message_bytes, self.max_message_bytes)
+        restore = self._wait_on_home_cpu()
         try:
             opened = time.perf_counter_ns()
             self._thaw()
@@ -353,10 +385,35 @@ class SubmissionProcess:
         except WireError as e:
             self.kill()
             raise ProtocolViolation(str(e)) from None
+        finally:
+            if restore is not None:
+                os.sched_setaffinity(0, restore)
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             self.kill()
             raise ProtocolViolation("the child's answer is not a well-formed reply")
         return reply
+
+    def _wait_on_home_cpu(self) -> set[int] | None:
+        """Move the calling thread (the judge's) onto the CPU the child's main thread is bound to,
+        for one request; the thread's CPUs before, to restore (``None``: nothing moved).
+
+        The judge's thread sleeps while the child calls, and the child's main thread, once it has
+        answered, goes back to its socket at once: sharing its CPU costs neither. The CPU of
+        the child's OpenMP worker, which spin-waits after a call, is where the judge should not
+        be when the answer wakes it: it waited there for the scheduler's slice before it could
+        freeze the child (bench/README.md, issue 14: the path's median 2.0-3.6 ms a request
+        unpinned, 1.5-1.7 ms pinned)."""
+        cpu = self.home_cpu
+        if cpu is None:
+            return None
+        try:
+            before = os.sched_getaffinity(0)
+            if before == {cpu} or cpu not in before:
+                return None
+            os.sched_setaffinity(0, {cpu})
+        except OSError:
+            return None
+        return before
 
     def _thaw(self) -> None:
         if self.group is not None and self._frozen:

@@ -36,6 +36,18 @@ WARMUP_SECONDS = {"cpu": 0.1, "cuda": 0.025}
 WARMUP_MIN_CALLS = 1
 #: Upper bound on warm-up calls (a fast kernel reaches the seconds only after many calls).
 WARMUP_MAX_CALLS = 200
+#: A process is warm (in its steady state) once one of its requests page-faulted at most this
+#: many times per call (the judge counts the child's faults, ``/proc/<pid>/stat``, around each
+#: request). A fault costs ~6 µs on this project's VMs: a 16 MiB softmax output grown into fresh
+#: pages took 24 ms against 1.3 ms for the same call in reused ones. Fresh processes, and every
+#: process when a case's timed requests first hold several input sets (their outputs held
+#: together: a larger heap, a larger slot mapping), fault for one to three requests, at moments
+#: that differ from process to process; counted, those requests were most of what looked like
+#: lasting speed differences between processes (issue 14, ``bench/README.md``).
+WARM_FAULTS_PER_CALL = 16
+#: Most requests of one process in a case that may stay uncounted while it faults: a kernel that
+#: allocates fresh memory on every call (its steady state) is timed so after this many.
+WARMUP_MAX_REQUESTS = 4
 
 
 def roofline(flops: float, nbytes: float, mean_ns: float) -> tuple[float, float]:

@@ -12,7 +12,7 @@ import json
 import pytest
 import torch
 
-from kernelrank.runner.slots import ALIGN, Arena, Mapping, SlotError
+from kernelrank.runner.slots import ALIGN, Arena, Mapping, SlotError, nbytes
 
 
 class FakeIpc:
@@ -171,6 +171,44 @@ def test_several_input_sets_in_one_request_each_with_its_output_slot() -> None:
         arena.read_output(descs[0], index=3)
     with pytest.raises(SlotError):
         Arena(ipc=FakeIpc()).place_sets(sets, 16)  # device slots: one set per request
+
+
+def test_outputs_read_from_the_childs_memory_take_no_room_in_the_file() -> None:
+    """With ``direct`` (the CPU's outputs read where the kernel left them), the memory file holds
+    the input sets only: each output slot still bounds its output's size, and none is reserved;
+    the child describes its outputs by address, and the judge reads them from its memory."""
+    arena, reserved = Arena(), Arena()
+    child = Mapping(arena.fd)
+    sets = [(torch.randn(512, 256),) for _ in range(6)]
+    out_bytes = 2 * 512 * 256 * 4
+    layout = arena.place_sets(sets, out_bytes, direct=True)
+    room = reserved.place_sets(sets, out_bytes)
+    inputs = sum(a.numel() * 4 for (a,) in sets)
+    assert arena.size < inputs + 6 * out_bytes <= reserved.size  # the rooms took most of the file
+    assert all(one["out"] == [inputs, out_bytes] for one in layout["sets"])  # bounds, past the inputs
+    assert [one["out"][1] for one in room["sets"]] == [out_bytes] * 6
+    for one, (a,) in zip(layout["sets"], sets):  # each input the same object, re-pointed: compare at once
+        assert torch.equal(child.build({"size": layout["size"], "data": one["data"], "out": one["out"]})[0], a)
+    single = arena.place(sets[0], out_bytes, direct=True)
+    assert single["out"] == [512 * 256 * 4, out_bytes]
+
+
+def test_a_prepared_mapping_is_the_size_of_the_layouts_to_come() -> None:
+    """``Arena.grow`` sizes the memory file for a case's requests before the first; the child's
+    ``Mapping.prepare`` maps it at that size with its pages faulted in, and the next layout of
+    that size is built on the same mapping (no new one, so no new faults in the timed call)."""
+    arena = Arena()
+    child = Mapping(arena.fd)
+    sets = [(torch.randn(1024, 1024),)]
+    size = arena.grow(5 * nbytes(sets[0]))
+    assert size >= 5 * 4 * 1024 * 1024 and size == arena.size
+    child.prepare(size)
+    mapped = child._map
+    layout = arena.place_sets(sets * 5, 4 * 1024 * 1024, direct=True)
+    assert layout["size"] == size
+    (x,) = child.build({"size": layout["size"], "data": layout["sets"][4]["data"], "out": layout["sets"][4]["out"]})
+    assert child._map is mapped and torch.equal(x, sets[0][0])
+    assert Arena(ipc=FakeIpc()).grow(1 << 20) == 0  # device slots: nothing to prepare
 
 
 def test_outputs_are_read_in_pieces_where_they_lie() -> None:

@@ -68,9 +68,12 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
     for c in _bench(r):
         mine = [s for n, s in seeds if n == c.spec["N"]]
         assert len(mine) == len(set(mine)), "an input set was generated twice from one seed"
-        recorded = pairs[c.index]
-        assert len(recorded) == c.pairing["pairs"]
-        calls = sum(p[7] for p in recorded)  # calls per request, the same on both sides
+        recorded = pairs[c.index]  # every pair timed, the warm-up pairs marked (field 10: 0)
+        counted = [p for p in recorded if p[9]]
+        assert len(counted) == c.pairing["pairs"] and len(recorded) - len(counted) == c.pairing["warm_up_pairs"]
+        # each pair of processes' first timed request is a warm-up (faults of a new request shape)
+        assert c.pairing["warm_up_pairs"] >= c.pairing["processes"]
+        calls = sum(p[7] for p in counted)  # calls per request, the same on both sides
         assert calls == c.timing["runs"] == c.ref_timing["runs"]
         assert max(p[7] for p in recorded) == c.pairing["calls_per_pair"] > 1  # ~30 µs calls: many per request
         # the order alternates within a batch, and the first pairs of successive batches alternate
@@ -81,10 +84,11 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
                     for i in range(start, end)]
         assert [p[0] for p in recorded] == expected
         assert [expected[s] for s in starts] == [1 - b % 2 for b in range(len(starts))]
-        assert c.checked == calls + c.pairing["processes"]  # every timed output, and each process's first warm-up one
+        # every timed output, counted or not, and each process's first warm-up one
+        assert c.checked == sum(p[7] for p in recorded) + c.pairing["processes"]
         total += len(recorded)
     assert len(requests) == 2 * total
-    timed_calls = sum(c.timing["runs"] for c in _bench(r))
+    timed_calls = sum(p[7] for c in _bench(r) for p in pairs[c.index])
     per_side = collections.Counter(what for what, _ in checks)
     assert per_side == {"checked": timed_calls, "read": timed_calls}, per_side  # both sides, every call
     assert all(made % 2 == 0 for _, made in checks)  # each pair's outputs checked after both its requests
@@ -172,6 +176,23 @@ def test_a_failing_reference_is_the_judges_error(double, options) -> None:
         evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
 
 
+def test_a_run_whose_budget_runs_out_while_the_reference_is_timed_is_a_timeout(double, options) -> None:
+    """The mode's budget bounds the whole run: when it runs out during one of the reference's
+    requests (the submission's calls spent it, or the machine), the verdict is ``timeout``, as it
+    would be during the submission's, not a failure of the judge. Here each reference call takes
+    1 s (in the sandbox only), so the 12 s budget runs out in the reference's warm-up."""
+    slow = double.spec().reference_source.replace(
+        "    return data[0] * 2\n",
+        "    import os, time\n    if os.environ.get('USER') == 'kernelrank-sandbox': time.sleep(1.0)\n"
+        "    return data[0] * 2\n")
+    assert slow != double.spec().reference_source
+    short = double.definition.model_copy(update={"budgets": double.definition.budgets.model_copy(update={"benchmark": 12.0})})
+    r = evaluate(double.spec().__class__(short, slow, "slow-reference"), submission("double_ok.py"), "benchmark", "cpu",
+                 options)
+    assert r.status is Status.timeout, r.message
+    assert "time budget" in r.message
+
+
 def test_a_noisy_case_is_marked_and_the_run_says_so(double, options, monkeypatch) -> None:
     """A case whose interval never narrows enough: after its budget and extra time it is marked
     noisy, and so is the run (which the service does not rank)."""
@@ -247,6 +268,45 @@ def test_the_pairs_rotate_among_several_pairs_of_processes(double, options, monk
     assert r.status is Status.passed, r.message
     assert {m for _s, m, _pid in made} == {0} and len({pid for _s, _m, pid in made}) == 2
     assert all(c.pairing["processes"] == 1 and c.pairing["between_processes_log_se"] == 0 for c in _bench(r))
+
+
+def test_a_pair_counts_once_both_of_its_processes_are_warm(double, options, monkeypatch) -> None:
+    """A process is warm from its first request after one that page-faulted at most
+    ``WARM_FAULTS_PER_CALL`` times per call (the kernel's count, read by the judge), or after
+    ``WARMUP_MAX_REQUESTS``; a pair counts only when both of its processes were warm before it.
+    Uncounted pairs are timed and checked all the same, and the ``pairs`` event marks them. Here
+    the reference's second process faults on its first three timed requests of each case, and
+    the submission's third on every request (its steady state, timed so after the limit)."""
+    from kernelrank.runner import timing
+
+    timed = harness._Evaluation._timed_request
+    made: collections.Counter = collections.Counter()
+
+    def faulting_request(self, side, other, sets, deadline):
+        call, replies = timed(self, side, other, sets, deadline)
+        key = (self._where, side.name, side.current)
+        made[key] += 1
+        which = (side.name, side.current)
+        heavy = which == ("reference", 1) and made[key] <= 3 or which == ("submission", 2)
+        call.faults = 10**6 if heavy else 0
+        return call, replies
+
+    monkeypatch.setattr(harness._Evaluation, "_timed_request", faulting_request)
+    events: list[dict] = []
+    r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
+    assert r.status is Status.passed, r.message
+    pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}
+    for c in _bench(r):
+        by_process: dict[int, list[int]] = collections.defaultdict(list)
+        for p in pairs[c.index]:
+            by_process[p[8]].append(p[9])
+        first = {j: flags.index(1) if 1 in flags else len(flags) for j, flags in by_process.items()}
+        assert first[0] == first[3] == 1  # a calm first request: counted from the second
+        assert first[1] == min(4, len(by_process[1]))  # three faulting requests, then a calm one
+        assert first[2] == min(timing.WARMUP_MAX_REQUESTS, len(by_process[2]))  # always faulting: after the limit
+        assert all(flags[first[j]:] == [1] * (len(flags) - first[j]) for j, flags in by_process.items())
+        assert c.pairing["warm_up_pairs"] == sum(first.values())
+        assert c.pairing["faults_per_call"]["submission"] > 0 and c.pairing["faults_per_call"]["reference"] == 0
 
 
 def test_the_logs_of_every_timed_process_are_kept() -> None:

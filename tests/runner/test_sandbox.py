@@ -347,3 +347,82 @@ def test_cpu_figures_cover_the_sandboxs_baseline_processes() -> None:
         for p in procs:
             p.kill()
             p.wait()
+
+
+def test_a_prepared_process_grows_no_memory_in_its_first_timed_request(tmp_path: Path) -> None:
+    """Faults are the kernel's count (``SubmissionProcess.faults``), not the child's word. A
+    process that holds five fresh 16 MiB outputs in one request grows its heap, and maps its
+    larger slots, in page faults inside that request; the same request after the judge's
+    ``reserve`` (its slots mapped at their size with their pages in, its heap given that much
+    free memory, faulted in) needs next to none, so it can be counted from the start."""
+    import torch
+
+    from kernelrank.runner.limits import SandboxLimits
+    from kernelrank.runner.sandbox import SubmissionProcess
+    from kernelrank.runner.timing import WARM_FAULTS_PER_CALL
+
+    source = "def custom_kernel(data):\n    return data[0] * 2\n"
+    x = torch.randn(1024, 4096)
+    sets = [(x,)] * 5
+    faults = {}
+    for reserve in (False, True):
+        child = SubmissionProcess(source, "cpu", 2, scratch_dir=tmp_path / str(reserve),
+                                  method=isolation.choose("auto")[0], limits=SandboxLimits().resolved("cpu", 60.0))
+        try:
+            deadline = time.monotonic() + 60
+            child.start(deadline)
+            assert child.request({"op": "load"}, deadline)["ok"]
+            direct = child.mem_fd is not None
+            one = child.arena.place(sets[0], 2 * x.numel() * 4, direct=direct)
+            assert child.request({"op": "go", "inputs": one, "repeat": 3, "direct": direct}, deadline)["ok"]
+            if reserve:
+                size = child.arena.grow(5 * x.numel() * 4)
+                reply = child.request({"op": "reserve", "size": size, "heap": 5 * 3 * x.numel() * 4}, deadline)
+                assert reply["ok"] and reply["reserved"] >= 5 * 3 * x.numel() * 4
+            layout = child.arena.place_sets(sets, 2 * x.numel() * 4, direct=direct)
+            before = child.faults()
+            reply = child.request({"op": "go", "inputs": layout, "direct": direct}, deadline)
+            after = child.faults()
+            assert reply["ok"] and before is not None and after is not None
+            faults[reserve] = after - before
+        finally:
+            child.close()
+    assert faults[False] > 4 * 4096, faults  # four more outputs of 4096 pages each, at least
+    assert faults[True] <= 5 * WARM_FAULTS_PER_CALL, faults
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to choose between")
+def test_the_judge_waits_for_an_answer_on_the_childs_main_cpu(tmp_path: Path) -> None:
+    """The child's main thread is bound to one CPU (OpenMP's binding); the judge's thread waits
+    for each answer there, not on the CPU where the child's OpenMP worker spin-waits after a
+    call, and gets its own CPUs back after the request."""
+    import torch
+
+    from kernelrank.runner.limits import SandboxLimits
+    from kernelrank.runner.sandbox import SubmissionProcess
+
+    child = SubmissionProcess("def custom_kernel(data):\n    return data[0] * 2\n", "cpu", 2,
+                              scratch_dir=tmp_path, method=isolation.choose("auto")[0],
+                              limits=SandboxLimits().resolved("cpu", 60.0))
+    mine = os.sched_getaffinity(0)
+    try:
+        deadline = time.monotonic() + 60
+        child.start(deadline)
+        with open(f"/proc/{child.pid}/task/{child.pid}/status", encoding="ascii") as f:
+            allowed = next(line for line in f if line.startswith("Cpus_allowed_list:")).split(":")[1].strip()
+        assert child.home_cpu is not None and str(child.home_cpu) == allowed
+        seen = []
+        recv = child.channel.recv
+
+        def watching(*args, **kwargs):
+            seen.append(os.sched_getaffinity(0))
+            return recv(*args, **kwargs)
+
+        child.channel.recv = watching  # type: ignore[method-assign]
+        assert child.request({"op": "load"}, deadline)["ok"]
+        layout = child.arena.place((torch.ones(1000),), 8000, direct=child.mem_fd is not None)
+        assert child.request({"op": "go", "inputs": layout, "direct": child.mem_fd is not None}, deadline)["ok"]
+        assert seen == [{child.home_cpu}] * 2
+        assert os.sched_getaffinity(0) == mine
+    finally:
+        child.close()

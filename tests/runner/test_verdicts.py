@@ -141,8 +141,10 @@ def test_leaderboard_scores_and_checks_every_call(double, options) -> None:
     r = _run(double, "double_ok.py", options, mode="leaderboard")
     assert r.status is Status.passed, r.message
     bench = [c for c in r.cases if c.kind == "benchmark"]
-    # every timed call's output was checked, plus each timed process's first warm-up output
-    assert all(c.checked == c.timing["runs"] + c.pairing["processes"] for c in bench)
+    # every timed call's output was checked, the warm-up pairs' too (timed, not counted), plus each
+    # timed process's first warm-up output
+    assert all(c.checked == c.timing["runs"] + c.pairing["warm_up_pairs"] * c.pairing["calls_per_pair"]
+               + c.pairing["processes"] for c in bench)
     times = [c.time_ns for c in bench]
     assert r.score_ns == pytest.approx((times[0] * times[1]) ** 0.5)
 
