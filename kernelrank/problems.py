@@ -123,7 +123,10 @@ class CaseTiming(_Strict):
     ``processes``: how many pairs of processes (a submission's and a reference's) a case's pairs
     rotate among; unset, the device's default (:data:`kernelrank.runner.stats.PROCESSES`). Two
     processes running the same code differ by a few percent for as long as they live; with one
-    pair per run that offset went unseen by the interval (``bench/README.md``, issue 14).
+    pair per run that offset went unseen by the interval (``bench/README.md``, issue 14). Page
+    faults in some processes' first requests made part of it; those pairs no longer count
+    (``harness._Side.settle``), and what remains (up to 20% between fresh processes on a bfloat16
+    softmax case here) is the process's own.
 
     On ``cuda``, ``cuda_graph: true`` times every request's calls captured in one CUDA graph and
     launched once (as ``triton.testing.do_bench_cudagraph``), for kernels of a few µs whose launch

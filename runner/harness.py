@@ -868,8 +868,8 @@ class _Evaluation:
         """Ready one process (``side``'s current) for the case's timed requests of ``per_request``
         input sets, before the first (CPU only): its slots mapped at the size those requests'
         layouts take, their pages faulted in, and its heap given as much free memory, faulted in,
-        as such a request's outputs take and an output's and an input set's size more for a call's
-        temporaries (at most :data:`BATCH_BYTES`; the child's ``reserve``). Its first timed request then needs no new pages, so it usually counts
+        as such a request's outputs take and room for a call's temporaries (at most
+        :data:`BATCH_BYTES`; the child's ``reserve``). Its first timed request then needs no new pages, so it usually counts
         (:meth:`_Side.settle`): before this, each process's first request or two at a case's
         shape faulted on 70-215 MiB (0.1-0.5 s) and went uncounted, and a process's heap,
         fragmented by the outputs a request holds, still grew in faults now and then
@@ -881,9 +881,9 @@ class _Evaluation:
         child = side.child
         inputs, output = slots_nbytes(first.data), slots_nbytes(first.expected)
         size = child.arena.grow(per_request * inputs)
-        # the request's outputs, held together, and an output's and an input set's size again for
-        # a call's temporaries
-        heap = min((per_request + 1) * output + inputs, BATCH_BYTES)
+        # the request's outputs, held together, and room for a call's temporaries: twice an input
+        # set and two outputs (a bfloat16 kernel computing in float32 holds two of twice the size)
+        heap = min(per_request * output + 2 * (inputs + 2 * output), BATCH_BYTES)
         try:
             reply = child.request({"op": "reserve", "size": size, "heap": heap}, deadline)
             _raise_on_error(reply, self._where)
