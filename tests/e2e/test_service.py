@@ -23,6 +23,9 @@ EXAMPLES = ROOT / "reference_kernels"
 SEGFAULT = ROOT / "tests" / "fixtures" / "submissions" / "segfault.py"
 #: Total seconds for every verdict of the batch.
 VERDICT_TIMEOUT = 600.0
+#: Times a leaderboard entry is measured again when its run came back too noisy to rank (what the
+#: verdict tells its author to do; CI's shared 2-core machines sometimes disturb a case for seconds).
+REMEASURE = 2
 FINAL = {"passed", "failed", "error", "timeout", "compile_error", "rejected"}
 WRONG = {"softmax": "wrong_single_block.py", "gemm": "wrong_transposed.py", "mla_decode": "wrong_no_causal_mask.py"}
 
@@ -91,7 +94,20 @@ def batch(service: Service, users: dict[str, str]) -> dict[str, dict[str, Any]]:
     ids["leaderboard/bob"] = submit(service, bob, "softmax", correct_softmax, mode="leaderboard")
     # the admin reads everything, code and logs included
     verdicts = wait_for_verdicts(service, service.admin_token, list(ids.values()))
-    return {label: verdicts[sid] for label, sid in ids.items()}
+    found = {label: verdicts[sid] for label, sid in ids.items()}
+    for label, user in (("leaderboard/alice", alice), ("leaderboard/bob", bob)):
+        for _ in range(REMEASURE):
+            if not too_noisy(found[label]):
+                break
+            sid = submit(service, user, "softmax", correct_softmax, mode="leaderboard")
+            found[label] = wait_for_verdicts(service, service.admin_token, [sid])[sid]
+    return found
+
+
+def too_noisy(sub: dict[str, Any]) -> bool:
+    """Whether a passing leaderboard submission went unranked because its public run was too noisy."""
+    public = [r for r in sub["runs"] if r["kind"] == "public"]
+    return sub["status"] == "passed" and not sub["ranked"] and bool(public and public[0]["result"].get("noisy"))
 
 
 def problem_tests(service: Service, problem: str) -> int:
@@ -142,7 +158,7 @@ def test_leaderboard_ranks_both_leaderboard_entries(service: Service, batch: dic
     entries = [batch["leaderboard/alice"], batch["leaderboard/bob"]]
     for sub in entries:
         assert sub["status"] == "passed", sub["message"]
-        assert sub["ranked"] is True and sub["score_ns"] > 0
+        assert sub["ranked"] is True and sub["score_ns"] > 0, (sub["message"], too_noisy(sub))
         runs = {r["kind"]: r for r in sub["runs"]}
         assert set(runs) == {"public", "secret"}
         assert all(r["status"] == "passed" and r["score_ns"] > 0 for r in runs.values())
