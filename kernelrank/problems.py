@@ -125,8 +125,9 @@ class CaseTiming(_Strict):
     processes running the same code differ by a few percent for as long as they live; with one
     pair per run that offset went unseen by the interval (``bench/README.md``, issue 14). Page
     faults in some processes' first requests made part of it; those pairs no longer count
-    (``harness._Side.settle``), and what remains (up to 20% between fresh processes on a bfloat16
-    softmax case here) is the process's own.
+    (``harness._Side.settle``), and what remains is the process's own: on this project's AMD VMs,
+    with two OpenMP threads, a process runs the reference's bfloat16 6144x512 softmax at ~1.6 ms
+    or at ~2.6 ms for its whole life, outside the judge too (``bench/README.md``).
 
     On ``cuda``, ``cuda_graph: true`` times every request's calls captured in one CUDA graph and
     launched once (as ``triton.testing.do_bench_cudagraph``), for kernels of a few µs whose launch

@@ -100,7 +100,7 @@ BATCH_BYTES = 256 * 1024 * 1024
 #: Most input sets per batch (a batch is also cut to what the case's remaining budget holds).
 MAX_BATCH = 16
 #: On the CPU, a timed request holds several input sets, one call on each, so that the judge's
-#: path (thaw, two socket hops, freeze: 2-5 ms per request on a 2-core VM, more than the
+#: path (thaw, two socket hops, freeze: 1.5-3 ms per request on a 2-core VM, more than the
 #: allowance a call's claim may leave unexplained) is paid once per this many seconds of calls
 #: rather than once per call (bench/README.md, issue 14: what the judged times were made of). At
 #: 20 ms the path is still 15-42% of each window at idle (it grows with the calls: each output is

@@ -23,9 +23,11 @@ EXAMPLES = ROOT / "reference_kernels"
 SEGFAULT = ROOT / "tests" / "fixtures" / "submissions" / "segfault.py"
 #: Total seconds for every verdict of the batch.
 VERDICT_TIMEOUT = 600.0
-#: Times a leaderboard entry is measured again when its run came back too noisy to rank (what the
-#: verdict tells its author to do; CI's shared 2-core machines sometimes disturb a case for seconds).
-REMEASURE = 2
+#: Times a leaderboard entry is measured again (an admin's requeue) when its run came back too noisy
+#: to rank. On this project's AMD VMs a third of honest softmax runs are (a bfloat16 case at one of
+#: two speeds 1.6x apart per process, bench/README.md), so one entry stays noisy after four
+#: requeues about once in a hundred.
+REMEASURE = 4
 FINAL = {"passed", "failed", "error", "timeout", "compile_error", "rejected"}
 WRONG = {"softmax": "wrong_single_block.py", "gemm": "wrong_transposed.py", "mla_decode": "wrong_no_causal_mask.py"}
 
@@ -95,11 +97,14 @@ def batch(service: Service, users: dict[str, str]) -> dict[str, dict[str, Any]]:
     # the admin reads everything, code and logs included
     verdicts = wait_for_verdicts(service, service.admin_token, list(ids.values()))
     found = {label: verdicts[sid] for label, sid in ids.items()}
-    for label, user in (("leaderboard/alice", alice), ("leaderboard/bob", bob)):
+    for label in ("leaderboard/alice", "leaderboard/bob"):
         for _ in range(REMEASURE):
             if not too_noisy(found[label]):
                 break
-            sid = submit(service, user, "softmax", correct_softmax, mode="leaderboard")
+            sid = found[label]["id"]
+            with service.client(service.admin_token) as client:
+                r = client.post(f"{API}/admin/submissions/{sid}/requeue")
+            assert r.status_code == 202, r.text
             found[label] = wait_for_verdicts(service, service.admin_token, [sid])[sid]
     return found
 
