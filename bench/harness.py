@@ -101,7 +101,12 @@ def timer_speedups(example: Path, threads: int) -> list[float]:
     import json
     import subprocess
 
-    env = dict(os.environ, OMP_PROC_BIND="close", OMP_PLACES="threads", OMP_NUM_THREADS=str(threads))
+    from kernelrank.runner.sandbox import child_environment
+
+    # the children's thread settings, from where the sandbox sets them
+    bound = {k: v for k, v in child_environment(ROOT, "cpu", threads).items()
+             if k.startswith("OMP_") or k.endswith("_NUM_THREADS")}
+    env = dict(os.environ, **bound)
     done = subprocess.run([sys.executable, __file__, "--timer-speedups", str(example)], env=env, check=True,
                           capture_output=True, text=True)
     print(f"\n2b. {example.name} against the reference by torch.utils.benchmark.Timer (a fresh process set up as "

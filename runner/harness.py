@@ -59,6 +59,7 @@ marked ``interpreted`` and it gets no score.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import os
@@ -69,7 +70,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -515,14 +516,12 @@ class _Evaluation:
         # [issue 17] an imported problem's reference may ship modules and an adapter for submissions
         extra = {k: v for k, v in (("modules", getattr(self.reference, "SUBMISSION_MODULES", None)),
                                    ("adapter", getattr(self.reference, "SUBMISSION_ADAPTER", None))) if v}
-        reply = child.request({"op": "load", **extra}, deadline, max_bytes=REPLY_SLACK_BYTES)
-        _raise_on_error(reply, self._where)
-        _raise_on_tampering(child, reply, self._where)
+        self._guard(child, child.request({"op": "load", **extra}, deadline, max_bytes=REPLY_SLACK_BYTES))
         child.set_baseline()
         return measured
 
     def _guard(self, child: SubmissionProcess, reply: dict[str, Any]) -> None:
-        """After a call: errors, replaced functions. Threads and processes the submission keeps
+        """After a request (load, calls, reserve, profile): errors, replaced functions. Threads and processes the submission keeps
         between calls are allowed: frozen with the child, they cannot run outside the window."""
         _raise_on_error(reply, self._where)
         _raise_on_tampering(child, reply, self._where)
@@ -884,18 +883,8 @@ class _Evaluation:
         # the request's outputs, held together, and room for a call's temporaries: twice an input
         # set and two outputs (a bfloat16 kernel computing in float32 holds two of twice the size)
         heap = min(per_request * output + 2 * (inputs + 2 * output), BATCH_BYTES)
-        try:
-            reply = child.request({"op": "reserve", "size": size, "heap": heap}, deadline)
-            _raise_on_error(reply, self._where)
-            _raise_on_tampering(child, reply, self._where)
-        except ChildTimeout:
-            if side.name == "submission" or time.monotonic() >= deadline:
-                raise  # the run's budget ran out: the run's timeout
-            raise _ReferenceFailed(f"the reference failed in {self._where}: it did not answer") from None
-        except (ChildDied, ProtocolViolation, _Verdict) as e:
-            if side.name == "submission":
-                raise
-            raise _ReferenceFailed(f"the reference failed in {self._where}: {e}") from e
+        with self._reference_failures(side, deadline):
+            self._guard(child, child.request({"op": "reserve", "size": size, "heap": heap}, deadline))
 
     def _sets_per_request(self, paired: _Paired, first: _Set, budget_s: float) -> int:
         """Input sets (calls) per timed request: on the CPU as many as :data:`REQUEST_SECONDS`
@@ -1022,14 +1011,28 @@ class _Evaluation:
         """:meth:`_go` for either side (``calls``: the input sets of a layout of several, for the
         request's deadline); a failure of the reference's child is the judge's
         (:class:`_ReferenceFailed`), never a verdict on the submission."""
+        with self._reference_failures(side, deadline):
+            return self._go(side.child, layout, deadline, ref_s, repeat=calls, read=read)
+
+    @contextlib.contextmanager
+    def _reference_failures(self, side: _Side, deadline: float) -> Iterator[None]:
+        """Around a request of ``side``'s process: a failure of the reference's child is the
+        judge's (:class:`_ReferenceFailed`), never a verdict on the submission; the submission's
+        failures pass as they are.
+
+        Raises:
+            ChildTimeout: as raised, from the submission, or from the reference once the run's
+                ``deadline`` has passed (the submission's calls, slow or many, spent the budget:
+                the run's timeout, not the judge's failure).
+            _ReferenceFailed: any other failure of the reference's child.
+        """
         if side.name == "submission":
-            return self._go(side.child, layout, deadline, ref_s, repeat=calls, read=read)
+            yield
+            return
         try:
-            return self._go(side.child, layout, deadline, ref_s, repeat=calls, read=read)
+            yield
         except ChildTimeout:
             if time.monotonic() >= deadline:
-                # the run's budget ran out while the reference was timed (the submission's calls,
-                # slow or many, spent it): the run's timeout, not the judge's failure
                 raise
             raise _ReferenceFailed(f"the reference failed in {self._where}: it did not answer") from None
         except (ChildDied, ProtocolViolation, _Verdict) as e:
@@ -1164,8 +1167,7 @@ class _Evaluation:
         labels = [f"case {i}: {c.label()}" for i, c in enumerate(cases)]
         reply = child.request({"op": "profile", "sets": sets, "labels": labels, "trace_file": "trace.json"}, deadline,
                               max_bytes=REPLY_SLACK_BYTES + 16 * PROFILE_TABLE_LIMIT)
-        _raise_on_error(reply, self._where)
-        _raise_on_tampering(child, reply, self._where)
+        self._guard(child, reply)
         table = reply.get("table")
         profile: dict[str, Any] = {
             "table": str(table)[:PROFILE_TABLE_LIMIT],
@@ -1191,8 +1193,7 @@ class _Evaluation:
             self._load(child)
             reply = child.request({"op": "proton", "sets": sets, "labels": labels}, deadline,
                                   max_bytes=REPLY_SLACK_BYTES)
-            _raise_on_error(reply, self._where)
-            _raise_on_tampering(child, reply, self._where)
+            self._guard(child, reply)
             if self.options.trace_dir is None or not reply.get("proton"):
                 return None
             return child.copy_out("proton.hatchet", self.options.trace_dir / f"{stem}.hatchet", TRACE_FILE_LIMIT)

@@ -321,11 +321,10 @@ class SubmissionProcess:
         cannot forge. ``None`` when unreadable. The judge's warm-up reads it around each request:
         a call that faults is still growing its process's memory, not in its steady state
         (:data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`)."""
+        fields = _stat_fields(self.pid)
         try:
-            with open(f"/proc/{self.pid}/stat", "rb") as f:
-                fields = f.read().rsplit(b")", 1)[1].split()
-            return int(fields[7]) + int(fields[9])  # minflt, majflt (fields 10 and 12 of stat(5))
-        except (OSError, ValueError, IndexError):
+            return None if fields is None else int(fields[7]) + int(fields[9])  # minflt, majflt (10, 12)
+        except (ValueError, IndexError):
             return None
 
     def cpu_ns(self) -> int | None:
@@ -533,14 +532,22 @@ def thread_ids(pid: int) -> set[int]:
         return set()
 
 
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """``(state, ppid, session)`` of ``pid`` from ``/proc/<pid>/stat``."""
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (the first is the state, field
+    3 of stat(5)), or ``None`` when unreadable."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             raw = f.read()
     except OSError:
         return None
-    rest = raw[raw.rfind(b")") + 2:].split()
+    return raw[raw.rfind(b")") + 2:].split()
+
+
+def _stat(pid: int) -> tuple[str, int, int] | None:
+    """``(state, ppid, session)`` of ``pid`` from ``/proc/<pid>/stat``."""
+    rest = _stat_fields(pid)
+    if rest is None:
+        return None
     return rest[0].decode(), int(rest[1]), int(rest[3])
 
 

@@ -585,10 +585,11 @@ def wall_check(claims: Sequence[int], windows: Sequence[int], main_cpu: Sequence
     # lie of that size; then the calling thread's CPU time below is what tells load from a lie
     extra = (max(sizes) - 1) * BOOKKEEPING_PER_CALL_NS if sizes else 0
     allowed = 2 * min(overhead_ns, OVERHEAD_CAP_NS) + WALL_SLACK_NS + extra
-    allowance = min(overhead_ns, OVERHEAD_CAP_NS) + WALL_JITTER_NS
+    capped = min(overhead_ns, OVERHEAD_CAP_NS)
+    allowance = capped + WALL_JITTER_NS
     replaced = sum(1 for u in unexplained if u > allowance)
     claimed_mean = statistics.fmean(claims) if claims else 0.0
-    judged = sum(judged_times(claims, windows, min(overhead_ns, OVERHEAD_CAP_NS), sizes))
+    judged = sum(judged_times(claims, windows, capped, sizes))
     explained = sum(claims) / max(1.0, judged)
     main_low = quantile(main_unexplained, WALL_QUANTILE)
     main_allowed = 2 * max(main_overhead_ns, MAIN_OVERHEAD_FLOOR_NS) + WALL_SLACK_NS + extra
