@@ -108,10 +108,11 @@ class CaseTiming(_Strict):
 
     ``benchmark``, ``leaderboard``: seconds of wall time per case. A case whose speedup's 95%
     interval is still wider than ``target`` (relative half width: 0.03 is ±3%) when that is spent
-    gets more time, up to ``cap`` times it in all; a run with a case still wider than
-    ``noisy_above`` (0.25 is ±25%) then is marked too noisy and not ranked
-    (:func:`kernelrank.runner.stats.stop_rule`; both are held against the interval without the
-    offsets between processes, which more time does not shrink). ±3% by default: at the budget alone (3 s per
+    gets more time, up to ``cap`` times it in all; a case still wider than ``noisy_above``
+    (0.25 is ±25%) then is marked noisy (:func:`kernelrank.runner.stats.stop_rule`), and a run
+    whose speedup over its cases is wider than ``noisy_above / sqrt(cases)`` is too noisy and not
+    ranked (:func:`kernelrank.runner.stats.run_noisy`); all are held against the interval without
+    the offsets between processes, which more time does not shrink. ±3% by default: at the budget alone (3 s per
     softmax case on the CPU, 11-16 pairs) five leaderboard runs of one file scored max/min 1.05-1.07
     at idle, with the extra time (23-31 s a run instead of 15 s) 1.021 (``bench/README.md``,
     issue 14). ``noisy_above`` is ±25% by default: after the extra time, idle runs on this

@@ -33,7 +33,8 @@ module only orchestrates. The judge (this process)
    (:func:`~kernelrank.runner.stats.stop_rule`: precise enough, budget spent, or still too noisy
    at the cap). The case's time is the reference time (the service's calibration for the
    revision and device queue, or this run's) divided by its speedup; the score is their
-   geometric mean;
+   geometric mean, not ranked when its interval is too wide
+   (:func:`~kernelrank.runner.stats.run_noisy`);
 4. turns every crash, exit, hang, compile failure or protocol breach into a verdict, kills every
    process of the children's sandboxes and removes their folders.
 
@@ -705,7 +706,8 @@ class _Evaluation:
         bases = [basis for _p, _i, basis in done]
         result.speedup = combined.estimate
         result.speedup_ci = [combined.low, combined.high]
-        result.noisy = any(c.noisy for c in result.cases)
+        # ranked or not by how well the score is known, not by its worst case (stats.run_noisy)
+        result.noisy = stats.run_noisy(combined, len(done), self.definition.timing[self.device].noisy_above)  # type: ignore[index]
         result.basis = "calibration" if calibration is not None else "run"
         if self.mode == "leaderboard":
             score, low, high = combined.scaled(stats.geometric_mean(bases))
@@ -1327,9 +1329,15 @@ def _summary(result: EvalResult) -> str:
     if result.speedup is not None and result.speedup_ci is not None:
         msg += (f"; {speedup(result.speedup)} the reference "
                 f"({speedup(result.speedup_ci[0])} .. {speedup(result.speedup_ci[1])})")
-    if result.noisy:
-        worst = max((c for c in bench if c.noisy), key=lambda c: (c.pairing or {}).get("half_width", 0.0))
+    flagged = [c for c in bench if c.noisy]
+    if flagged:
+        worst = max(flagged, key=lambda c: (c.pairing or {}).get("half_width", 0.0))
         width = (worst.pairing or {}).get("half_width", math.inf)
-        msg += (f"; too noisy to rank: {worst.label} is known to ±{width:.1%} only after its extra time "
-                "(the machine was busy); not ranked until measured again")
+        what = f"{worst.label} is known to ±{width:.1%} only after its extra time (the machine was busy)"
+        if result.noisy:
+            msg += f"; too noisy to rank: {what}; not ranked until measured again"
+        else:
+            msg += f"; {what}, which the score's interval includes"
+    elif result.noisy:
+        msg += "; too noisy to rank: the score's interval is too wide; not ranked until measured again"
     return msg

@@ -114,8 +114,9 @@ class EvalResult:
     benchmark cases of each case's ``time_ns`` (its reference time divided by its speedup), in ns,
     lower is better, with its 95% interval ``score_ci_ns``; ``basis`` says what the reference times
     were: ``"calibration"`` (the service's, per problem revision and device queue) or ``"run"``
-    (this run's own reference; what ``kernelrank eval`` reports). ``noisy``: a case was still too
-    noisy after its extra time (the run is not ranked). ``interpreted``: the submission's Triton
+    (this run's own reference; what ``kernelrank eval`` reports). ``noisy``: the speedup's interval over
+    the cases is still too wide after their extra time (``stats.run_noisy``; the run is not
+    ranked). A case may be flagged ``noisy`` in a run that is not. ``interpreted``: the submission's Triton
     kernels ran under Triton's interpreter: outputs checked, no speedup, no score.
     ``logs`` holds the submission's stdout and stderr, bounded.
 

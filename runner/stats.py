@@ -12,7 +12,8 @@ timings recorded on real machines (``tests/fixtures/timings/``) without a child,
   is estimated from those ratios with a 95% interval (:func:`paired_speedup`), combined over cases
   with a geometric mean (:func:`combine`);
 - **the stop rule** (:func:`stop_rule`): time a case until its interval is narrow enough, its budget
-  is spent, or (when it is still too wide) its extra time up to a cap is spent too.
+  is spent, or (when it is still too wide) its extra time up to a cap is spent too; and whether a
+  run is known too poorly to rank (:func:`run_noisy`).
 
 The estimator (see :func:`paired_speedup` and ``bench/README.md``, *Choosing the estimator*): the
 20% trimmed mean of the pairs' log ratios, with the Tukey-McLaughlin standard error (Wilcox,
@@ -448,6 +449,28 @@ def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_
     if spent_s >= cap * budget_s and n >= 1:
         return True, width > noisy_above
     return False, False
+
+
+def run_noisy(combined: Interval, cases: int, noisy_above: float) -> bool:
+    """Whether a run is too noisy to rank: its speedup's interval over the cases
+    (:func:`combine`), without the processes' offsets (:attr:`Interval.within_half_width`, as
+    :func:`stop_rule` holds a case), is wider than ``noisy_above / sqrt(cases)`` (relative half
+    widths), the width of a run whose every case is at the limit.
+
+    A case still wider than ``noisy_above`` after its extra time is flagged (:func:`stop_rule`),
+    but the ranked number is the run's score, a geometric mean over its cases: one case the host
+    disturbed while the others are precise leaves a score known well enough to rank, shown with
+    its interval (ties marked by overlap). Held case by case instead, the rule refused a third
+    of honest softmax leaderboard runs on this project's AMD VMs and left one entry on CI's
+    machine unranked through five measurements, the last with a score known to ±9.6% and one
+    bfloat16 case at ±25.7% (issue 14; bench/README.md).
+
+    Raises:
+        ValueError: ``cases`` < 1.
+    """
+    if cases < 1:
+        raise ValueError("a run has at least one case")
+    return combined.within_half_width > noisy_above / math.sqrt(cases)
 
 
 # -- the wall-clock judging of claims --------------------------------------------------------------

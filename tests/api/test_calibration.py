@@ -103,6 +103,18 @@ def test_noisy_and_interpreted_runs_pass_unranked(client: TestClient, world: Wor
     assert _calibration(world) is None  # a noisy run calibrates nothing
 
 
+def test_a_ranked_run_with_a_noisy_case_calibrates_nothing(client: TestClient, world: World) -> None:
+    """A run whose score is known well enough is ranked though one case was flagged noisy
+    (stats.run_noisy); that case's reference time is as unsure as its speedup, so the run adds
+    nothing to the board's calibration and the score keeps its own run's basis."""
+    result = paired_result(2.0, 0.05, [1000.0, 1000.0])
+    result["cases"][1]["noisy"] = True
+    sid = _entry(client, world, "bob", result)
+    assert _calibration(world) is None
+    (row,) = _board(client)
+    assert row["submission_id"] == sid and row["speedup"] == pytest.approx(2.0)
+
+
 def test_reinstating_does_not_count_a_run_twice(client: TestClient, world: World) -> None:
     from sqlalchemy import select
 

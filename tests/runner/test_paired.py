@@ -205,6 +205,29 @@ def test_a_noisy_case_is_marked_and_the_run_says_so(double, options, monkeypatch
     assert "too noisy to rank" in r.message
 
 
+def test_a_run_whose_score_is_known_well_enough_is_ranked_with_its_noisy_case_named(double, options,
+                                                                                     monkeypatch) -> None:
+    """The run, not its worst case, decides ranking (stats.run_noisy): with the run's score known
+    well enough, a case flagged noisy is named in the message and the run is not noisy."""
+    from kernelrank.runner import stats
+
+    seen: list[tuple[float, int, float]] = []
+
+    def judged(combined: stats.Interval, cases: int, noisy_above: float) -> bool:
+        seen.append((combined.within_half_width, cases, noisy_above))
+        return False
+
+    monkeypatch.setattr(stats, "run_noisy", judged)
+    timing = {k: v.model_copy(update={"noisy_above": 1e-9, "cap": 1.5}) for k, v in double.definition.timing.items()}
+    spec = double.spec().__class__(double.definition.model_copy(update={"timing": timing}),
+                                   double.spec().reference_source, double.revision)
+    r = evaluate(spec, submission("double_ok.py"), "leaderboard", "cpu", options)
+    assert r.status is Status.passed, r.message
+    assert seen == [(seen[0][0], len(_bench(r)), 1e-9)]
+    assert not r.noisy and all(c.noisy for c in _bench(r)) and r.score_ns is not None
+    assert "too noisy to rank" not in r.message and "which the score's interval includes" in r.message
+
+
 def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> None:
     """On the CPU a request holds ``REQUEST_SECONDS`` of calls, but no more than lets the case's
     budget hold ``stats.MIN_PAIRS`` pairs: on a short budget a case must still get an interval."""
