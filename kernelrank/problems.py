@@ -117,7 +117,8 @@ class CaseTiming(_Strict):
     at idle, with the extra time (23-31 s a run instead of 15 s) 1.021 (``bench/README.md``,
     issue 14). ``noisy_above`` is ±25% by default: after the extra time, idle runs on this
     project's 2-core CPU machines read ±0.8-7% per case, but a case the host disturbs for seconds
-    still reads ±38-51% (two of five such runs in one set, rightly not ranked); beside a CPU hog
+    still reads ±38-51% (two of five such runs in one set; such a case alone no longer keeps a
+    run whose score is known to ±12.5% from being ranked, ``bench/README.md``); beside a CPU hog
     cases read ±2.8-12%. Set before the extra time, when the judge's floor at idle was ±4-12%, a
     limit of ±10% refused about half of the honest idle runs (``bench/README.md``).
 

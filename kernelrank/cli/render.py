@@ -197,7 +197,7 @@ def result_view(r: EvalResult) -> Group:
         parts.append(Text("interpreted: the Triton kernels ran under Triton's interpreter (the CPU has no Triton "
                           "backend); outputs checked, times not comparable with native code, no score", style="yellow"))
     if r.noisy:
-        parts.append(Text("too noisy to rank: a case's interval stayed wide after its extra time; measure again",
+        parts.append(Text("too noisy to rank: the score's interval stayed wide after the cases' extra time; measure again",
                           style="yellow"))
     parts.append(Text(r.message))
     if r.profile:
