@@ -158,8 +158,14 @@ def test_a_burner_gains_nothing_while_the_reference_is_timed(double, options) ->
     if r.isolation.get("containment") == "none":
         pytest.skip("no cgroup on this machine: the submission cannot be frozen")
     for c in _bench(r):
-        assert c.pairing["submission_cpu_in_reference_windows_ns"] == 0, c.pairing
-        assert c.pairing["reference_cpu_in_submission_windows_ns"] == 0, c.pairing
+        # unfrozen, the burner's thread and helper would use a CPU or two for the whole of each of
+        # the reference's calls; frozen, a side reads 0 ns, or a few µs over a case (8 µs once on
+        # CI, on the reference's side: charged to a frozen cgroup's tasks, not work they did):
+        # under 1% of the other side's timed calls
+        ref_calls_ns = c.ref_timing["mean_ns"] * c.ref_timing["runs"]
+        sub_calls_ns = c.timing["mean_ns"] * c.timing["runs"]
+        assert c.pairing["submission_cpu_in_reference_windows_ns"] < 0.01 * ref_calls_ns, c.pairing
+        assert c.pairing["reference_cpu_in_submission_windows_ns"] < 0.01 * sub_calls_ns, c.pairing
     # and it gained nothing: its speedup over the reference (the same computation) is not above 1
     # beyond the measurement's own uncertainty
     assert r.speedup_ci[0] <= 1.0, (r.speedup, r.speedup_ci)
