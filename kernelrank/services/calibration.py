@@ -55,8 +55,8 @@ def get(session: Session, revision_id: int, device: str) -> Calibration | None:
 def contribute(session: Session, revision_id: int, device: str, result: dict[str, Any]) -> tuple[Calibration | None, bool]:
     """Add a passing run's reference times to the board's calibration while it is not final;
     ``(calibration, changed)``. A run too noisy to rank, or ranked with a case flagged noisy (its
-    reference's times are as unsure as its speedup), adds nothing. A run whose case count differs from the calibration's is
-    ignored (cannot happen within one revision)."""
+    reference's times are as unsure as its speedup), adds nothing. A run whose case count differs
+    from the calibration's is ignored (cannot happen within one revision)."""
     times = run_reference_times(result)
     cal = get(session, revision_id, device)
     noisy = result.get("noisy") or any(isinstance(c, dict) and c.get("noisy") for c in result.get("cases") or [])
