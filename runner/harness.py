@@ -76,7 +76,7 @@ from typing import Any, Callable, Iterator
 import torch
 
 from kernelrank.format import duration, speedup
-from kernelrank.problems import Case, Mode, ProblemSpec
+from kernelrank.problems import Case, CaseTiming, Mode, ProblemSpec
 from kernelrank.runner import gpuinfo, isolation, stats
 from kernelrank.runner.checking import check_output, close_in_pieces, piece_bounds
 from kernelrank.runner.child import steady_allocator
@@ -633,13 +633,18 @@ class _Evaluation:
         return results
 
     # -- timed modes: the submission and the reference in pairs --------------------------------
+    @property
+    def timing(self) -> CaseTiming:
+        """The problem's timing settings for this run's device (``timing.<device>``)."""
+        return self.definition.timing[self.device]  # type: ignore[index]
+
     def processes(self, interpreted: bool = False) -> int:
         """Pairs of processes a case's pairs rotate among: the problem's ``timing.<device>.processes``
         or the device's default (:data:`~kernelrank.runner.stats.PROCESSES`); one for a
         submission run under Triton's interpreter (no pairs are timed)."""
         if interpreted:
             return 1
-        return self.definition.timing[self.device].processes or stats.PROCESSES[self.device]  # type: ignore[index]
+        return self.timing.processes or stats.PROCESSES[self.device]  # type: ignore[index]
 
     def _timed_phase(self, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
         """Time every benchmark case in pairs with the reference (module docstring, step 3), then
@@ -707,7 +712,7 @@ class _Evaluation:
         result.speedup = combined.estimate
         result.speedup_ci = [combined.low, combined.high]
         # ranked or not by how well the score is known, not by its worst case (stats.run_noisy)
-        result.noisy = stats.run_noisy(combined, len(done), self.definition.timing[self.device].noisy_above)  # type: ignore[index]
+        result.noisy = stats.run_noisy(combined, len(done), self.timing.noisy_above)
         result.basis = "calibration" if calibration is not None else "run"
         if self.mode == "leaderboard":
             score, low, high = combined.scaled(stats.geometric_mean(bases))
@@ -782,7 +787,7 @@ class _Evaluation:
         ``noisy_above`` and ``cap`` of the problem say how long a case may be timed and when it is
         too noisy.
         """
-        timing = self.definition.timing[self.device]  # type: ignore[index]
+        timing = self.timing
         budget_s = getattr(timing, self.mode)
         paired = _Paired(CaseResult("benchmark", index, case.params, True, "ok"), _Side("submission", list(subs)),
                          _Side("reference", list(references)), started=time.monotonic(), batched=self.device == "cuda")
