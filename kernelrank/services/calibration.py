@@ -10,9 +10,10 @@ So the ranked score is a time at the board's *calibrated* machine speed:
     score = geometric mean over cases of (calibrated reference time / paired speedup)
           = G(calibrated reference times) / G(speedups)
 
-The calibration of a board is established from its first :data:`CALIBRATION_RUNS` leaderboard runs
-that passed with no case too noisy (whichever submission they judged: the reference side is the
-same code in each), per case the median of their reference times; it is stored with the revision
+The calibration of a board is established from its first :data:`CALIBRATION_RUNS` ranked
+leaderboard runs (whichever submission they judged: the reference side is the same code in each),
+per case the median of their reference times (one run's case taken by a busy moment moves it
+little); it is stored with the revision
 (table ``calibrations``) and then no longer changes. While it has fewer runs it is provisional:
 each new run is added, and the board's ranked scores are rescaled to it (their order never
 changes: on one board, ranking by score is ranking by speedup). The runner needs no database: the
@@ -54,13 +55,14 @@ def get(session: Session, revision_id: int, device: str) -> Calibration | None:
 
 def contribute(session: Session, revision_id: int, device: str, result: dict[str, Any]) -> tuple[Calibration | None, bool]:
     """Add a passing run's reference times to the board's calibration while it is not final;
-    ``(calibration, changed)``. A run too noisy to rank, or ranked with a case flagged noisy (its
-    reference's times are as unsure as its speedup), adds nothing. A run whose case count differs
-    from the calibration's is ignored (cannot happen within one revision)."""
+    ``(calibration, changed)``. A run too noisy to rank adds nothing. Every run that is ranked
+    adds its times, a case flagged noisy included (the per-case median absorbs one wild time):
+    so a board with a ranked score always has a calibration, and every ranked score of a board
+    is on the same one. A run whose case count differs from the calibration's is ignored (cannot
+    happen within one revision)."""
     times = run_reference_times(result)
     cal = get(session, revision_id, device)
-    noisy = result.get("noisy") or any(isinstance(c, dict) and c.get("noisy") for c in result.get("cases") or [])
-    if times is None or noisy or (cal is not None and (cal.final or len(cal.samples) != len(times))):
+    if times is None or result.get("noisy") or (cal is not None and (cal.final or len(cal.samples) != len(times))):
         return cal, False
     if cal is None:
         cal = Calibration(problem_revision_id=revision_id, device=device, runs=0, samples=[[] for _ in times],

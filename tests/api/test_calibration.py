@@ -103,16 +103,21 @@ def test_noisy_and_interpreted_runs_pass_unranked(client: TestClient, world: Wor
     assert _calibration(world) is None  # a noisy run calibrates nothing
 
 
-def test_a_ranked_run_with_a_noisy_case_calibrates_nothing(client: TestClient, world: World) -> None:
+def test_ranked_runs_with_a_noisy_case_share_the_boards_calibration(client: TestClient, world: World) -> None:
     """A run whose score is known well enough is ranked though one case was flagged noisy
-    (stats.run_noisy); that case's reference time is as unsure as its speedup, so the run adds
-    nothing to the board's calibration and the score keeps its own run's basis."""
-    result = paired_result(2.0, 0.05, [1000.0, 1000.0])
-    result["cases"][1]["noisy"] = True
-    sid = _entry(client, world, "bob", result)
-    assert _calibration(world) is None
-    (row,) = _board(client)
-    assert row["submission_id"] == sid and row["speedup"] == pytest.approx(2.0)
+    (stats.run_noisy). It calibrates the board like any ranked run: were it left out, two such
+    first entries would each keep their own run's basis and the board would compare times taken
+    at two machine speeds (the e2e failure of 2026-11-26)."""
+    first = paired_result(2.0, 0.05, [1000.0, 4000.0])
+    first["cases"][1]["noisy"] = True
+    second = paired_result(1.0, 0.05, [3000.0, 12000.0])  # the machine three times as slow
+    second["cases"][0]["noisy"] = True
+    bob, alice = _entry(client, world, "bob", first), _entry(client, world, "alice", second)
+    assert _calibration(world) == (2, [2000.0, 8000.0], False)
+    rows = _board(client)
+    assert [r["submission_id"] for r in rows] == [bob, alice]
+    basis = [r["score_ns"] * r["speedup"] for r in rows]
+    assert basis == pytest.approx([4000.0, 4000.0])  # G(2000, 8000), the same for both
 
 
 def test_reinstating_does_not_count_a_run_twice(client: TestClient, world: World) -> None:
