@@ -1,12 +1,17 @@
 """Figures of the harness itself, printed (never asserted), at idle and with a CPU hog on one core.
 
-1. Wall time of a ``test``-mode eval of the softmax examples (process start, load, every test case).
-2. Accuracy of the timer: the harness's mean for the reference softmax against
-   ``torch.utils.benchmark.Timer`` (``blocked_autorange``, same threads) on the same case and input.
-   Target ratio 0.95 to 1.05. 2b: the example's speedup per case by ``Timer`` in one process.
+The problem is ``--problem`` (default softmax, memory-bound on the CPU; gemm and mla_decode are
+compute-bound there, which the share in timed calls shows).
+
+1. Wall time of a ``test``-mode eval of the problem's examples (process start, load, every test case).
+2. Accuracy of the timer: the harness's mean for the problem's reference against
+   ``torch.utils.benchmark.Timer`` (``blocked_autorange``, same threads) on the same case and input
+   (``--case`` for softmax, else the first CPU benchmark case). Target ratio 0.95 to 1.05.
+   2b: the example's speedup per case by ``Timer`` in one process.
 3. Per condition (idle; ``bench/cpu_hog.py`` spinning on one CPU), ``--repeats`` leaderboard runs
-   of one file (``--example``, default softmax ``correct_pytorch``) and of a kernel identical to
-   the reference (``bench/kernels/softmax_identical.py``):
+   of one file (``--example``, default the problem's ``correct_pytorch``) and of a kernel identical
+   to the reference (softmax: ``bench/kernels/softmax_identical.py``; other problems: the
+   reference's own source as a submission, ``harness.reference_submission``):
 
    - max/min of the file's five scores, each its paired speedup re-based on a calibration made as
      the service makes it (per case, the median of the runs' reference times): goals < 1.03 idle,
@@ -16,8 +21,8 @@
    - per case: pairs, the share of the case's wall time inside timed calls (goal >= 50%), where the
      rest went, and the half width of the speedup's interval.
 
-Usage: ``python bench/harness.py [--repeats 5] [--example correct_pytorch] [--conditions idle,hog]
-[--skip-basics]``
+Usage: ``python bench/harness.py [--problem softmax] [--repeats 5] [--example correct_pytorch]
+[--conditions idle,hog] [--skip-basics]``
 """
 
 from __future__ import annotations
@@ -46,8 +51,17 @@ from kernelrank.runner.devices import cpu_threads, device_info  # noqa: E402
 from kernelrank.runner.harness import EvalOptions, evaluate, reference_submission  # noqa: E402
 from kernelrank.runner.stats import geometric_mean  # noqa: E402
 
-EXAMPLES = ROOT / "reference_kernels" / "softmax" / "examples"
+KERNELS = ROOT / "reference_kernels"
 IDENTICAL = ROOT / "bench" / "kernels" / "softmax_identical.py"
+
+
+def identical_source(spec) -> tuple[str, str]:
+    """``(label, source)`` of a kernel identical to the problem's reference: for softmax the
+    reference's computation written as a submission (``bench/kernels/softmax_identical.py``),
+    else the reference's own source (``harness.reference_submission``)."""
+    if spec.definition.name == "softmax":
+        return str(IDENTICAL.relative_to(ROOT)), IDENTICAL.read_text()
+    return f"{spec.definition.name}'s reference as a submission", reference_submission(spec)
 
 
 def _one_case_spec(spec, case: Case, mode_budget_s: float):
@@ -61,9 +75,10 @@ def _one_case_spec(spec, case: Case, mode_budget_s: float):
 
 
 def test_mode_wall_time(spec, options: EvalOptions) -> None:
-    print("\n1. test-mode eval wall time (softmax, all test cases, process start included)")
+    name = spec.definition.name
+    print(f"\n1. test-mode eval wall time ({name}, all test cases, process start included)")
     for name in ("correct_pytorch", "correct_triton"):
-        src = (EXAMPLES / f"{name}.py").read_text()
+        src = (KERNELS / spec.definition.name / "examples" / f"{name}.py").read_text()
         t0 = time.perf_counter()
         r = evaluate(spec, src, "test", "cpu", options)
         dt = time.perf_counter() - t0
@@ -71,7 +86,7 @@ def test_mode_wall_time(spec, options: EvalOptions) -> None:
 
 
 def timer_agreement(spec, case: Case, options: EvalOptions, threads: int) -> None:
-    print(f"\n2. harness vs torch.utils.benchmark.Timer, reference softmax, case {case.label()}")
+    print(f"\n2. harness vs torch.utils.benchmark.Timer, the {spec.definition.name} reference, case {case.label()}")
     one = _one_case_spec(spec, case, 5.0)
     r = evaluate(one, reference_submission(one), "benchmark", "cpu", options)
     bench = [c for c in r.cases if c.kind == "benchmark"][0]
@@ -88,7 +103,7 @@ def timer_agreement(spec, case: Case, options: EvalOptions, threads: int) -> Non
     print(f"   ratio harness/Timer = {ratio:.3f}   (target 0.95 .. 1.05)")
 
 
-def timer_speedups(example: Path, threads: int) -> list[float]:
+def timer_speedups(problem: str, example: Path, threads: int) -> list[float]:
     """Per CPU benchmark case, the example's speedup over the reference as
     ``torch.utils.benchmark.Timer`` sees it: both kernels on one input, in alternating blocks of
     ``blocked_autorange`` (0.3 s each, 4 of each), the ratio of their median times; measured in a
@@ -107,8 +122,8 @@ def timer_speedups(example: Path, threads: int) -> list[float]:
     bound = {k: v for k, v in child_environment(ROOT, "cpu", threads).items()
              if k.startswith("OMP_") or k.endswith("_NUM_THREADS")}
     env = dict(os.environ, **bound)
-    done = subprocess.run([sys.executable, __file__, "--timer-speedups", str(example)], env=env, check=True,
-                          capture_output=True, text=True)
+    done = subprocess.run([sys.executable, __file__, "--problem", problem, "--timer-speedups", str(example)], env=env,
+                          check=True, capture_output=True, text=True)
     print(f"\n2b. {example.name} against the reference by torch.utils.benchmark.Timer (a fresh process set up as "
           f"the children are, one input per case, alternating blocks): the size the judge's speedups should have")
     out = []
@@ -120,7 +135,7 @@ def timer_speedups(example: Path, threads: int) -> list[float]:
     return out
 
 
-def _timer_speedups_here(example: Path, blocks: int = 4) -> None:
+def _timer_speedups_here(problem: str, example: Path, blocks: int = 4) -> None:
     """:func:`timer_speedups`'s measurement, in the process it starts: one JSON line per case."""
     import importlib.util
     import json
@@ -128,7 +143,7 @@ def _timer_speedups_here(example: Path, blocks: int = 4) -> None:
     from kernelrank.runner.child import steady_allocator
 
     steady_allocator()
-    spec = load_problem("softmax").spec()
+    spec = load_problem(problem).spec()
     loaded = importlib.util.spec_from_file_location("bench_example", example)
     assert loaded is not None and loaded.loader is not None
     module = importlib.util.module_from_spec(loaded)
@@ -146,8 +161,7 @@ def _timer_speedups_here(example: Path, blocks: int = 4) -> None:
         print(json.dumps({"case": case.label(), "ratio": r / sub, "ref_us": r * 1e6, "sub_us": sub * 1e6}))
 
 
-def _runs(spec, path: Path, options: EvalOptions, repeats: int) -> list:
-    src = path.read_text()
+def _runs(spec, src: str, options: EvalOptions, repeats: int) -> list:
     out = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -169,7 +183,7 @@ def _cases_line(r) -> str:
 def condition(spec, options: EvalOptions, example: Path, repeats: int, label: str,
               timer: list[float] | None = None) -> None:
     print(f"\n3. {label} (load average {os.getloadavg()[0]:.2f}): {repeats} leaderboard runs each")
-    runs = _runs(spec, example, options, repeats)
+    runs = _runs(spec, example.read_text(), options, repeats)
     passed = [r for r in runs if r.passed and r.speedup]
     cases = len(spec.definition.benchmark_cases("cpu"))
     calibration = [statistics.median(r.cases[len(spec.definition.tests) + i].pairing["reference_run_ns"]
@@ -186,14 +200,17 @@ def condition(spec, options: EvalOptions, example: Path, repeats: int, label: st
               f"{' NOISY' if r.noisy else ''}  {r.duration_s:5.1f} s   {_cases_line(r)}")
     if len(passed) > 1:
         scores = [basis / r.speedup for r in passed]
-        print(f"   max/min of the scores = {max(scores) / min(scores):.3f}   (goal < 1.03 idle, < 1.10 loaded)")
+        ranked = [basis / r.speedup for r in passed if not r.noisy]
+        line = f"; the {len(ranked)} ranked runs {max(ranked) / min(ranked):.3f}" if 1 < len(ranked) < len(passed) else ""
+        print(f"   max/min of the scores = {max(scores) / min(scores):.3f}{line}   (goal < 1.03 idle, < 1.10 loaded)")
     if passed:
         per_case = [statistics.median(next(c.speedup for c in r.cases if c.kind == "benchmark" and c.index == i)
                                       for r in passed) for i in range(cases)]
         line = "; ".join(f"{s:.3f}x" + (f" (Timer {t:.3f}x)" if timer else "") for s, t in zip(per_case, timer or per_case))
         print(f"   per case, the median of the runs' speedups: {line}")
-    same = _runs(spec, IDENTICAL, options, repeats)
-    print(f"   {IDENTICAL.relative_to(ROOT)} (identical to the reference: speedup 1 by construction)")
+    same_label, same_source = identical_source(spec)
+    same = _runs(spec, same_source, options, repeats)
+    print(f"   {same_label} (identical to the reference: speedup 1 by construction)")
     for i, r in enumerate(same):
         if not (r.passed and r.speedup):
             print(f"   run {i + 1}: {r.status.value}: {r.message[:200]}")
@@ -219,7 +236,8 @@ def condition(spec, options: EvalOptions, example: Path, repeats: int, label: st
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--case", default="4096,1024,float32", help="M,N,dtype for the Timer comparison")
+    parser.add_argument("--problem", default="softmax", help="softmax, gemm or mla_decode")
+    parser.add_argument("--case", default="4096,1024,float32", help="softmax only: M,N,dtype for the Timer comparison")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--example", default="correct_pytorch")
     parser.add_argument("--conditions", default="idle,hog", help="idle, hog, or both (comma-separated)")
@@ -227,26 +245,30 @@ def main() -> None:
     parser.add_argument("--timer-speedups", type=Path, help=argparse.SUPPRESS)  # figure 2b's own process
     args = parser.parse_args()
     if args.timer_speedups:
-        _timer_speedups_here(args.timer_speedups)
+        _timer_speedups_here(args.problem, args.timer_speedups)
         return
     threads = cpu_threads(0)
     info = device_info("cpu", threads)
     print(f"machine: {info.name}, {threads} threads, {info.memory_bytes / 2**30:.0f} GiB, torch {info.torch}, "
           f"triton {info.triton}, Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}")
-    spec = load_problem("softmax").spec()
-    m, n, dtype = args.case.split(",")
-    case = Case(M=int(m), N=int(n), dtype=dtype, seed=4242)
+    spec = load_problem(args.problem).spec()
+    if args.problem == "softmax":
+        m, n, dtype = args.case.split(",")
+        case = Case(M=int(m), N=int(n), dtype=dtype, seed=4242)
+    else:
+        case = spec.definition.benchmark_cases("cpu")[0]
+    examples = KERNELS / args.problem / "examples"
     with tempfile.TemporaryDirectory() as tmp:
         options = EvalOptions(threads=threads, scratch_dir=Path(tmp) / "scratch")
         timer = None
         if not args.skip_basics:
             test_mode_wall_time(spec, options)
             timer_agreement(spec, case, options, threads)
-            timer = timer_speedups(EXAMPLES / f"{args.example}.py", threads)
+            timer = timer_speedups(args.problem, examples / f"{args.example}.py", threads)
         for name in args.conditions.split(","):
             with hog() if name == "hog" else contextlib.nullcontext():
                 label = "with bench/cpu_hog.py spinning on one CPU" if name == "hog" else "idle (no hog of ours)"
-                condition(spec, options, EXAMPLES / f"{args.example}.py", args.repeats, label, timer)
+                condition(spec, options, examples / f"{args.example}.py", args.repeats, label, timer)
     torch.set_num_threads(threads)
 
 
