@@ -1,7 +1,7 @@
 """Figures of the harness itself, printed (never asserted), at idle and with a CPU hog on one core.
 
 The problem is ``--problem`` (default softmax, memory-bound on the CPU; gemm and mla_decode are
-compute-bound there, which the share in timed calls shows).
+compute-bound there).
 
 1. Wall time of a ``test``-mode eval of the problem's examples (process start, load, every test case).
 2. Accuracy of the timer: the harness's mean for the problem's reference against
@@ -65,7 +65,7 @@ def identical_source(spec) -> tuple[str, str]:
 
 
 def _one_case_spec(spec, case: Case, mode_budget_s: float):
-    """The softmax revision restricted to one CPU benchmark case, with a longer timing budget."""
+    """The problem's revision restricted to one CPU benchmark case, with a longer timing budget."""
     d = spec.definition
     timing = dict(d.timing)
     timing["cpu"] = timing["cpu"].model_copy(update={"benchmark": mode_budget_s, "leaderboard": mode_budget_s})
@@ -74,11 +74,10 @@ def _one_case_spec(spec, case: Case, mode_budget_s: float):
                           spec.revision + "-bench")
 
 
-def test_mode_wall_time(spec, options: EvalOptions) -> None:
-    name = spec.definition.name
-    print(f"\n1. test-mode eval wall time ({name}, all test cases, process start included)")
+def test_mode_wall_time(spec, examples: Path, options: EvalOptions) -> None:
+    print(f"\n1. test-mode eval wall time ({spec.definition.name}, all test cases, process start included)")
     for name in ("correct_pytorch", "correct_triton"):
-        src = (KERNELS / spec.definition.name / "examples" / f"{name}.py").read_text()
+        src = (examples / f"{name}.py").read_text()
         t0 = time.perf_counter()
         r = evaluate(spec, src, "test", "cpu", options)
         dt = time.perf_counter() - t0
@@ -262,7 +261,7 @@ def main() -> None:
         options = EvalOptions(threads=threads, scratch_dir=Path(tmp) / "scratch")
         timer = None
         if not args.skip_basics:
-            test_mode_wall_time(spec, options)
+            test_mode_wall_time(spec, examples, options)
             timer_agreement(spec, case, options, threads)
             timer = timer_speedups(args.problem, examples / f"{args.example}.py", threads)
         for name in args.conditions.split(","):
