@@ -231,6 +231,12 @@ def condition(spec, options: EvalOptions, example: Path, repeats: int, label: st
         p, t, k, w = (sum(x[i] for x in walls) for i in range(4))
         print(f"   where a case's wall time went: preparing inputs and expected outputs {p / w:.0%}, the timed "
               f"phase (placing, calls, reading) {t / w:.0%}, checking {k / w:.0%}, warm-up and the rest {1 - (p + t + k) / w:.0%}")
+    parts = [(c.pairing.get("inputs_thread_s", 0.0), c.pairing.get("expected_thread_s", 0.0))
+             for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
+    made, expected = sum(x for x, _ in parts), sum(y for _, y in parts)
+    if made + expected > 0:
+        print(f"   of the preparing (the judge's threads' time): the problem's generate_input {made / (made + expected):.0%}, "
+              f"the expected outputs (the reference, in the judge) {expected / (made + expected):.0%}")
 
 
 def main() -> None:

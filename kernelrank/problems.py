@@ -122,8 +122,8 @@ class CaseTiming(_Strict):
     cases read ±2.8-12%. Set before the extra time, when the judge's floor at idle was ±4-12%, a
     limit of ±10% refused about half of the honest idle runs (``bench/README.md``).
 
-    ``processes``: how many pairs of processes (a submission's and a reference's) a case's pairs
-    rotate among; unset, the device's default (:data:`kernelrank.runner.stats.PROCESSES`). Two
+    ``processes``: how many pairs of processes (a submission's and a reference's) time a case's
+    pairs, one per round of the cases' slices (``harness._Evaluation._rounds``); unset, the device's default (:data:`kernelrank.runner.stats.PROCESSES`). Two
     processes running the same code differ by a few percent for as long as they live; with one
     pair per run that offset went unseen by the interval (``bench/README.md``, issue 14). Page
     faults in some processes' first requests made part of it; those pairs no longer count

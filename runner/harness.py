@@ -11,8 +11,11 @@ module only orchestrates. The judge (this process)
 3. in timed modes (benchmark, leaderboard) starts children that run the reference *as a
    submission* (:func:`reference_submission`: same protocol, same kind of process, same
    containment), and more of the submission, and times the two sides **in pairs**, the pairs
-   rotating among several pairs of processes (:meth:`_Evaluation.processes`: a process's lasting
-   speed is averaged over them, and the interval sees how much they differ): per benchmark case, batches of fresh input sets and
+   timed by several pairs of processes (:meth:`_Evaluation.processes`: a process's lasting
+   speed is averaged over them, and the interval sees how much they differ), the cases in rounds
+   (:meth:`_Evaluation._rounds`: in round ``r`` each case gets a slice of its budget on pair
+   ``r % K``, so every case is timed at several moments of the run, on every pair): per slice of
+   a benchmark case, batches of fresh input sets and
    their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
    the children never see); then, per group of sets, the submission and the reference each get
    one request holding those sets, one call on each (on the CPU as many sets as
@@ -228,20 +231,22 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
 @dataclass
 class _Set:
     """One prepared input set of a case: the inputs, the reference's output on them computed by the
-    judge (the expected output), the seconds that took (the base of the calls' deadlines), and the
+    judge (the expected output), the seconds that took (the base of the calls' deadlines), the
     memory the set needs in a batch (inputs and expected output in the judge, and its output held
-    by the child until it is checked, counted as the expected output's size)."""
+    by the child until it is checked, counted as the expected output's size), and the seconds the
+    problem's ``generate_input`` took to make the inputs."""
 
     data: Any
     expected: torch.Tensor
     ref_s: float
     nbytes: int
+    inputs_s: float = 0.0
 
 
 @dataclass
 class _Side:
-    """One side of a case's pairs, the submission or the reference: its processes (the pairs
-    rotate among them, :data:`~kernelrank.runner.stats.PROCESSES`; ``current`` is the one making
+    """One side of a case's pairs, the submission or the reference: its processes (one per
+    round of the case's slices, :data:`~kernelrank.runner.stats.PROCESSES`; ``current`` is the one making
     the next request), per counted call its claim, the judge's window around its ``go`` request
     and the CPU time of its main thread in that window (ns)."""
 
@@ -334,12 +339,30 @@ class _Paired:
     #: which pair of processes timed it, counted)``; a pair is not counted (timed and checked
     #: all the same) while one of its processes is not warm yet (:meth:`_Side.settle`)
     raw: list[tuple[_Call, _Call, bool, int, bool]] = field(default_factory=list)
-    started: float = 0.0
+    #: the case's own wall time so far (s): its warm-up and its slices of the rounds, not the
+    #: other cases' slices in between (:meth:`_Evaluation._rounds`)
+    wall_s: float = 0.0
     prep_s: float = 0.0
+    #: of the sets prepared for its timed pairs, the judge's threads' seconds making the inputs
+    #: (the problem's ``generate_input``) and computing the expected outputs (its reference)
+    inputs_s: float = 0.0
+    expected_s: float = 0.0
     timed_s: float = 0.0
     check_s: float = 0.0
     #: judge the claims in batches of calls (CUDA: kernels of a few µs), see :meth:`judged`
     batched: bool = False
+    #: where the case's timing stands between its slices (:meth:`_Evaluation._time_slice`): the
+    #: case's first input set (its warm-up's), the sets per timed request, the input sets timed
+    #: (the next set's seed), the batches timed (with a pair's place in its batch, which side goes
+    #: first), the seconds of its timed loop so far (warm-up excluded: the stop rule's ``spent``),
+    #: its slices so far, and whether the stop rule ended it (``noisy`` in its result)
+    first: _Set | None = None
+    per_request: int = 1
+    number: int = 0
+    batches: int = 0
+    spent_s: float = 0.0
+    slices: int = 0
+    done: bool = False
 
     @property
     def warmup_pairs(self) -> int:
@@ -574,8 +597,10 @@ class _Evaluation:
         reference took (seconds, the judge's clock: the base of the calls' deadlines). Called in
         the judge's threads when a batch is prepared (:meth:`_prepare_batch`)."""
         params = dict(case.params, seed=seed)
+        generating = time.perf_counter()
         data = self.reference.generate_input(device=self.device, **params)
         started = time.perf_counter()
+        self._local.inputs_s = started - generating
         with torch.no_grad():
             ref = self.reference.ref_kernel(data)
         if self.device == "cuda":  # pragma: no cover - GPU-only
@@ -639,7 +664,8 @@ class _Evaluation:
         return self.definition.timing[self.device]  # type: ignore[index]
 
     def processes(self, interpreted: bool = False) -> int:
-        """Pairs of processes a case's pairs rotate among: the problem's ``timing.<device>.processes``
+        """Pairs of processes that time a case's pairs, one per round of its slices
+        (:meth:`_rounds`): the problem's ``timing.<device>.processes``
         or the device's default (:data:`~kernelrank.runner.stats.PROCESSES`); one for a
         submission run under Triton's interpreter (no pairs are timed)."""
         if interpreted:
@@ -650,10 +676,11 @@ class _Evaluation:
         """Time every benchmark case in pairs with the reference (module docstring, step 3), then
         the run's speedup and, in leaderboard mode, its score, each with its 95% interval.
 
-        The pairs rotate among :meth:`processes` pairs of processes: the test phase's process and
+        The pairs are timed by :meth:`processes` pairs of processes: the test phase's process and
         new ones of the submission, and as many of the reference, all started together (each
-        frozen outside its own requests), so that no one process's lasting speed decides a
-        score and the interval sees how much they differ
+        frozen outside its own requests), one pair per round of the cases' slices
+        (:meth:`_rounds`), so that no one process's lasting speed, nor one stretch of the
+        machine's, decides a score and the interval sees how much they differ
         (:func:`~kernelrank.runner.stats.paired_speedup`, *Between processes*)."""
         cases = self.definition.benchmark_cases(self.device)  # type: ignore[arg-type]
         calibration = self.options.calibration_ns
@@ -675,23 +702,7 @@ class _Evaluation:
             for n, extra in enumerate(subs[1:], start=2):
                 self._load(extra, phase=False, where=f"loading the submission's timed process {n} of {k}")
             self._phase("benchmark")
-            done: list[tuple[_Paired, stats.Interval, float]] = []
-            for i, case in enumerate(cases):
-                self._where = f"benchmark case {i} ({case.label()})"
-                paired = self._time_case(subs, references, i, case, deadline)
-                r = paired.result
-                result.cases.append(r)
-                if not r.passed:
-                    self.emit({"event": "case", "case": r})
-                    raise _Verdict(Status.failed, f"{r.label}: {r.message}")
-                if r.interpreted:
-                    result.interpreted = True
-                    self.emit({"event": "case", "case": r})
-                    continue
-                interval, basis = self._finish_case(paired, case, None if calibration is None else calibration[i])
-                self.emit({"event": "case", "case": r})
-                self.emit({"event": "pairs", "case": i, "pairs": [_pair_record(*p) for p in paired.raw]})
-                done.append((paired, interval, basis))
+            done = self._rounds(cases, subs, references, result, deadline, calibration)
         finally:
             for reference in references:
                 reference.close()
@@ -717,6 +728,66 @@ class _Evaluation:
         if self.mode == "leaderboard":
             score, low, high = combined.scaled(stats.geometric_mean(bases))
             result.score_ns, result.score_ci_ns = score, [low, high]
+
+    def _rounds(self, cases: list[Case], subs: list[SubmissionProcess], references: list[SubmissionProcess],
+                result: EvalResult, deadline: float,
+                calibration: tuple[float, ...] | None) -> list[tuple[_Paired, stats.Interval, float]]:
+        """Time the benchmark cases in rounds: in round ``r`` each case not yet finished gets one
+        slice of ``budget / K`` seconds (:meth:`_time_slice`) on pair of processes ``r % K``
+        (:meth:`processes`), so that a case is timed on every pair of processes, each at another
+        moment of the run, and the stop rule judges it only after that; a case's warm-up comes
+        right before its first slice. The cases' results go to ``result`` in their order, each
+        with its ``case`` and ``pairs`` events once it is finished; per finished case timed
+        natively, ``(its pairs, speedup interval, reference time in ns)``.
+
+        Why rounds: on a shared host the machine's speed moves in stretches of seconds, and not
+        alike for all code (the GEMM reference's float32 conversion ran 5.7x slower for 10-15 s
+        at a time while the bfloat16 submission's matmul moved by 10%: bench/README.md, section
+        7). A case timed in one stretch of 5-15 s got a narrow interval around that stretch's
+        ratio: pairing cannot cancel a shift that differs between the two sides' code. Spread
+        over the run, a case averages several stretches, and their differences show as the
+        pairs of processes' offsets, which its interval and the run's carry
+        (:func:`~kernelrank.runner.stats.paired_speedup`, *Between processes*;
+        :func:`~kernelrank.runner.stats.combine`).
+
+        Raises:
+            _Verdict: a case failed (its check, a timing claim); the cases finished before it,
+                and it, are in ``result``.
+        """
+        paireds: list[_Paired] = []
+        finished: dict[int, tuple[_Paired, stats.Interval, float] | None] = {}
+        first_case = len(result.cases)
+        round_ = 0
+        try:
+            while len(finished) < len(cases):
+                for i, case in enumerate(cases):
+                    if i in finished:
+                        continue
+                    self._where = f"benchmark case {i} ({case.label()})"
+                    if i == len(paireds):
+                        paireds.append(self._open_case(subs, references, i, case, deadline))
+                    paired = paireds[i]
+                    if not paired.done:
+                        self._time_slice(paired, case, round_, deadline)
+                    if not paired.done:
+                        continue
+                    r = paired.result
+                    finished[i] = None
+                    if not r.passed:
+                        self.emit({"event": "case", "case": r})
+                        raise _Verdict(Status.failed, f"{r.label}: {r.message}")
+                    if r.interpreted:
+                        result.interpreted = True
+                        self.emit({"event": "case", "case": r})
+                        continue
+                    interval, basis = self._finish_case(paired, case, None if calibration is None else calibration[i])
+                    self.emit({"event": "case", "case": r})
+                    self.emit({"event": "pairs", "case": i, "pairs": [_pair_record(*p) for p in paired.raw]})
+                    finished[i] = (paired, interval, basis)
+                round_ += 1
+        finally:
+            result.cases[first_case:] = [paireds[i].result for i in sorted(finished)]
+        return [finished[i] for i in sorted(finished) if finished[i] is not None]  # type: ignore[misc]
 
     def _finish_case(self, paired: _Paired, case: Case, calibrated: float | None) -> tuple[stats.Interval, float]:
         """Final figures of a case timed in pairs; its speedup interval and reference time (ns).
@@ -749,10 +820,12 @@ class _Evaluation:
         r.time_ns, r.time_ci_ns = time_ns, [low, high]
         r.tflops, r.gbps = roofline(self.reference.flops(case.params), self.reference.bytes(case.params),
                                     r.timing["mean_ns"])
-        wall = time.monotonic() - paired.started
+        wall = paired.wall_s
         inside = sum(sub) + sum(ref)
         r.pairing = {
             "pairs": interval.n, "order": "alternating", "processes": len(paired.sub.children),
+            # slices of the run's rounds the case was timed in, each on one pair of processes
+            "slices": paired.slices,
             # timed and checked before both of their processes were warm (page faults): not counted
             "warm_up_pairs": paired.warmup_pairs,
             "faults_per_call": {side.name: _per_call(side.faults, side.sizes) for side in (paired.sub, paired.ref)},
@@ -763,77 +836,117 @@ class _Evaluation:
             "half_width": interval.half_width,
             "timed_share": inside / 1e9 / wall if wall > 0 else 0.0,
             "wall_s": wall, "prepare_s": paired.prep_s, "timed_phase_s": paired.timed_s, "check_s": paired.check_s,
+            # the preparing's parts, in the judge's threads' seconds (several threads: more than prepare_s)
+            "inputs_thread_s": paired.inputs_s, "expected_thread_s": paired.expected_s,
             # CPU time of each side's cgroup while the other was timed: 0 when freezing holds
             "submission_cpu_in_reference_windows_ns": paired.ref.other_cpu_ns,
             "reference_cpu_in_submission_windows_ns": paired.sub.other_cpu_ns,
         }
         return interval, basis
 
-    def _time_case(self, subs: list[SubmissionProcess], references: list[SubmissionProcess], index: int,
+    def _open_case(self, subs: list[SubmissionProcess], references: list[SubmissionProcess], index: int,
                    case: Case, deadline: float) -> _Paired:
-        """Warm both sides up, then time them in pairs on fresh input sets until the stop rule says.
+        """Warm both sides up on the case's first input set, and ready every process for its timed
+        requests; the case then is timed in slices (:meth:`_time_slice`), ``done`` already when
+        the warm-up failed or ran under Triton's interpreter (its result says which).
 
-        ``subs`` and ``references``: the sides' processes, as many of each; pair ``p`` of the
-        case is timed by ``subs[p % K]`` and ``references[p % K]`` (:meth:`processes`), each warmed
-        up on the case's first input set.
-
-        Seeds are derived from the run's secret and the pair's number (every pair has new inputs,
-        never a replay). Per batch:
-        the input sets and their expected outputs are prepared, then for each set the submission
-        and the reference are called once, alternately first (:func:`submission_first`), each on
-        its own copy placed while both are frozen, then both sides' outputs of that pair are read
-        where the children left them and the submission's checked (:meth:`_check_request`). The stop rule
-        looks at the speedup's interval after each batch; ``timing.<device>.target``,
-        ``noisy_above`` and ``cap`` of the problem say how long a case may be timed and when it is
-        too noisy.
-        """
-        timing = self.timing
-        budget_s = getattr(timing, self.mode)
+        ``subs`` and ``references``: the sides' processes, as many of each; the case's slice of
+        round ``r`` is timed by ``subs[r % K]`` and ``references[r % K]`` (:meth:`processes`,
+        :meth:`_rounds`), each warmed up here on the case's first input set. Seeds are derived
+        from the run's secret and the set's number (every set is new, never a replay)."""
+        started = time.monotonic()
         paired = _Paired(CaseResult("benchmark", index, case.params, True, "ok"), _Side("submission", list(subs)),
-                         _Side("reference", list(references)), started=time.monotonic(), batched=self.device == "cuda")
+                         _Side("reference", list(references)), batched=self.device == "cuda")
+        try:
+            self._open(paired, case, deadline)
+        finally:
+            paired.wall_s += time.monotonic() - started
+        return paired
+
+    def _open(self, paired: _Paired, case: Case, deadline: float) -> None:
         r = paired.result
-        seed = lambda it: mix_seed(self.secret, case.seed, it)  # noqa: E731
-        first = self._prepare(case, seed(0))
+        subs = paired.sub.children
+        first = paired.first = self._prepare(case, mix_seed(self.secret, case.seed, 0))
         warm: dict[str, list[int]] = {"submission": [], "reference": []}
         for j in range(len(subs)):
             paired.sub.current = paired.ref.current = j
             if not self._warm_up(paired, paired.sub, first, deadline, warm["submission"]):
-                return paired
+                paired.done = True
+                return
             if r.interpreted:
-                self._time_interpreted(paired, case, seed, deadline)
-                return paired
+                self._time_interpreted(paired, case, lambda it: mix_seed(self.secret, case.seed, it), deadline)
+                paired.done = True
+                return
             self._warm_up(paired, paired.ref, first, deadline, warm["reference"])
         for side in (paired.sub, paired.ref):
             # the median after each process's first call: one disturbed call must not set the request's shape
             side.warm_ns = int(statistics.median(warm[side.name]))
-        per_request = self._sets_per_request(paired, first, budget_s)
+        paired.per_request = self._sets_per_request(paired, first, getattr(self.timing, self.mode))
         if self.device == "cpu":
             for side in (paired.sub, paired.ref):
                 for j in range(len(side.children)):
                     side.current = j
-                    self._reserve(side, first, per_request, deadline)
-        start = time.monotonic()
-        number = 0  # input sets timed: the next set's seed
-        batches = 0  # batches timed: with the pair's place in its batch, which side goes first
-        interval: stats.Interval | None = None
+                    self._reserve(side, first, paired.per_request, deadline)
+
+    def _time_slice(self, paired: _Paired, case: Case, round_: int, deadline: float) -> None:
+        """One slice of a case's timing (:meth:`_rounds`): batches of pairs on pair of processes
+        ``round_ % K`` for ``budget / K`` seconds (at least one batch), or until the stop rule
+        ends the case (``paired.done``).
+
+        Per batch: the input sets and their expected outputs are prepared, then for each set the
+        submission and the reference are called once, alternately first
+        (:func:`submission_first`), each on its own copy placed while both are frozen, then both
+        sides' outputs of that pair are read where the children left them and the submission's
+        checked (:meth:`_check_request`). The stop rule looks at the speedup's interval before
+        each batch, once the case was timed on every pair of processes (from its ``K``-th slice
+        on, and in it once that pair has a counted pair); ``timing.<device>.target``,
+        ``noisy_above`` and ``cap`` of the problem say how long a case may be timed and when it
+        is too noisy."""
+        started = time.monotonic()
+        try:
+            self._slice(paired, case, round_, deadline, started)
+        finally:
+            paired.slices += 1
+            paired.spent_s += time.monotonic() - started
+            paired.wall_s += time.monotonic() - started
+
+    def _slice(self, paired: _Paired, case: Case, round_: int, deadline: float, started: float) -> None:
+        timing = self.timing
+        budget_s = getattr(timing, self.mode)
+        r = paired.result
+        first, per_request = paired.first, paired.per_request
+        assert first is not None  # the case was opened
+        k_processes = len(paired.sub.children)
+        process = round_ % k_processes
+        slice_s = budget_s / k_processes
+        interval = paired.interval()
+        batches = 0  # in this slice
         while True:
-            spent = time.monotonic() - start
-            stop, noisy = stats.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
-                                          stats.PRECISION[self.device], target=timing.target)
-            if stop:
-                r.noisy = noisy
-                return paired
+            now = time.monotonic()
+            spent = paired.spent_s + now - started
+            seen_all = paired.slices >= k_processes or (paired.slices == k_processes - 1 and process in paired.sub.procs)
+            if seen_all:
+                stop, noisy = stats.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
+                                              stats.PRECISION[self.device], target=timing.target)
+                if stop:
+                    r.noisy = noisy
+                    paired.done = True
+                    return
+            if batches and now - started >= slice_s:
+                return
             t0 = time.monotonic()
-            k = self._batch_size(paired, first, (budget_s if spent < budget_s else budget_s * timing.cap) - spent,
-                                 per_request)
-            sets = self._prepare_batch(case, [seed(number + 1 + j) for j in range(k)])
+            left_s = min(slice_s - (now - started), (budget_s if spent < budget_s else budget_s * timing.cap) - spent)
+            k = self._batch_size(paired, first, left_s, per_request)
+            sets = self._prepare_batch(case, [mix_seed(self.secret, case.seed, paired.number + 1 + j) for j in range(k)])
             t1 = time.monotonic()
+            paired.inputs_s += sum(s.inputs_s for s in sets)
+            paired.expected_s += sum(s.ref_s for s in sets)
             check_s = 0.0
             for in_batch, lo in enumerate(range(0, len(sets), per_request)):
                 chunk = sets[lo:lo + per_request]
-                paired.sub.current = paired.ref.current = len(paired.raw) % len(subs)
+                paired.sub.current = paired.ref.current = process
                 counted = paired.sub.is_warm and paired.ref.is_warm
-                first_side = submission_first(batches, in_batch)
+                first_side = submission_first(paired.batches, in_batch)
                 order = (paired.sub, paired.ref) if first_side else (paired.ref, paired.sub)
                 calls: dict[str, _Call] = {}
                 replies: dict[str, list[dict[str, Any]]] = {}
@@ -843,9 +956,10 @@ class _Evaluation:
                     if side is paired.sub and any(reply.get("interpreted") for reply in replies[side.name]):
                         r.passed, r.message = False, ("its Triton kernels ran under the interpreter on some calls "
                                                       "and natively on others: not timed")
-                        return paired
-                number += len(chunk)
-                paired.raw.append((calls["submission"], calls["reference"], first_side, paired.sub.current, counted))
+                        paired.done = True
+                        return
+                paired.number += len(chunk)
+                paired.raw.append((calls["submission"], calls["reference"], first_side, process, counted))
                 for side in (paired.sub, paired.ref):
                     call = calls[side.name]
                     side.settle(call)
@@ -858,16 +972,18 @@ class _Evaluation:
                     side.procs.append(side.current)
                     side.faults.append(call.faults)
                 checked = time.monotonic()
-                self._check_request(paired, chunk, replies, number - len(chunk), order)
+                self._check_request(paired, chunk, replies, paired.number - len(chunk), order)
                 check_s += time.monotonic() - checked
                 if not r.passed:
                     break
+            paired.batches += 1
             batches += 1
             paired.prep_s += t1 - t0
             paired.timed_s += time.monotonic() - t1 - check_s
             paired.check_s += check_s
             if not r.passed:
-                return paired
+                paired.done = True
+                return
             interval = paired.interval()
 
     def _reserve(self, side: _Side, first: _Set, per_request: int, deadline: float) -> None:
@@ -923,7 +1039,8 @@ class _Evaluation:
     def _prepare(self, case: Case, seed: int) -> _Set:
         """A fresh input set and its expected output (:meth:`_inputs`)."""
         data, expected = self._inputs(case, seed)
-        return _Set(data, expected, self.ref_s, _nbytes(data) + 2 * _nbytes(expected))
+        return _Set(data, expected, self.ref_s, _nbytes(data) + 2 * _nbytes(expected),
+                    float(getattr(self._local, "inputs_s", 0.0)))
 
     def _prepare_batch(self, case: Case, seeds: list[int]) -> list[_Set]:
         """The input sets of a batch, prepared in the judge's threads (one per CPU: both children

@@ -261,7 +261,10 @@ def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float]
     the offsets' variance ``tau^2`` (:func:`process_variance`) is added as
     ``tau^2 / K`` to the squared standard error, the degrees of freedom by Welch-Satterthwaite
     with those of ``tau^2`` for that part. That part is ``between_se``: more pairs do not shrink
-    it, more processes would.
+    it, more processes would. The judge times each pair of processes' share of a case in its own
+    slice of the run (``harness._Evaluation._rounds``), so a group is also a moment: the
+    machine's speed moving in stretches of seconds, not alike for both sides' code (bench/README.md,
+    section 7), shows in ``tau^2`` as the processes' offsets do.
 
     Raises:
         ValueError: no pairs, unequal lengths, a time that is not positive, or ``groups`` not one
@@ -397,7 +400,8 @@ MAX_PAIRS = 1000
 #: Relative half width of a case's speedup interval at which timing may stop before the budget is
 #: spent, per device class.
 PRECISION = {"cpu": 0.01, "cuda": 0.002}
-#: Pairs of processes (one of each side) a case's pairs rotate among, per device class, unless
+#: Pairs of processes (one of each side) that time a case's pairs, one per round of its slices
+#: (``harness._Evaluation._rounds``), per device class, unless
 #: the problem's ``timing`` says otherwise (``CaseTiming.processes``): the per-process offset
 #: (:func:`paired_speedup`, *Between processes*) is averaged over them and shows in the interval.
 #: CPU: 4 (bench/README.md, issue 14: one process of a side ran a softmax case 30% faster than

@@ -1,5 +1,5 @@
 """The submission and the reference timed side by side, in one run, on the same fresh inputs
-(``harness._Evaluation._time_case``), on the test-only problem ``double`` (small budgets)."""
+(``harness._Evaluation._rounds``), on the test-only problem ``double`` (small budgets)."""
 
 from __future__ import annotations
 
@@ -26,15 +26,15 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
     alternate which side goes first; every call's output of the submission is checked and every
     one of the reference read alike (reading only one side's outputs warmed its next outputs'
     pages), each pair's right after its two requests."""
-    requests: list[tuple[str, tuple[int, ...]]] = []  # (side, ids of its sets), in order
+    requests: list[tuple[str, tuple[int, ...], str]] = []  # (side, ids of its sets, the case), in order
     seeds: list[tuple[int, int]] = []
-    batches: list[tuple[int, int]] = []  # (N of the case, requests made before the batch)
+    batches: list[tuple[int, int]] = []  # (N of the case, the case's requests made before the batch)
     checks: list[tuple[str, int]] = []  # (checked or read, requests made before it)
     timed, inputs, prepare = harness._Evaluation._timed_request, harness._Evaluation._inputs, harness._Evaluation._prepare_batch
     quick, through = harness._Evaluation._quick_check, harness._Evaluation._read_through
 
     def recording_request(self, side, other, sets, deadline):
-        requests.append((side.name, tuple(id(s.data) for s in sets)))
+        requests.append((side.name, tuple(id(s.data) for s in sets), self._where))
         return timed(self, side, other, sets, deadline)
 
     def recording_check(self, child, reply, index, expected):
@@ -52,7 +52,7 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
         return inputs(self, case, seed)
 
     def recording_batch(self, case, seeds):
-        batches.append((case.params["N"], len(requests)))
+        batches.append((case.params["N"], sum(1 for *_x, where in requests if where == self._where)))
         return prepare(self, case, seeds)
 
     monkeypatch.setattr(harness._Evaluation, "_timed_request", recording_request)
@@ -65,7 +65,7 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
     assert r.status is Status.passed, r.message
     pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}
     total = 0
-    for c in _bench(r):
+    for c in _bench(r):  # the cases are timed in rounds (harness._Evaluation._rounds): each case's own requests
         mine = [s for n, s in seeds if n == c.spec["N"]]
         assert len(mine) == len(set(mine)), "an input set was generated twice from one seed"
         recorded = pairs[c.index]  # every pair timed, the warm-up pairs marked (field 10: 0)
@@ -77,7 +77,7 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
         assert calls == c.timing["runs"] == c.ref_timing["runs"]
         assert max(p[7] for p in recorded) == c.pairing["calls_per_pair"] > 1  # ~30 µs calls: many per request
         # the order alternates within a batch, and the first pairs of successive batches alternate
-        starts = [n // 2 - total for m, n in batches if m == c.spec["N"]]  # the batch's first pair
+        starts = [n // 2 for m, n in batches if m == c.spec["N"]]  # the batch's first pair
         assert starts[0] == 0 and len(starts) > 1, starts
         expected = [int(harness.submission_first(b, i - start))
                     for b, (start, end) in enumerate(zip(starts, starts[1:] + [len(recorded)]))
@@ -92,7 +92,7 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
     per_side = collections.Counter(what for what, _ in checks)
     assert per_side == {"checked": timed_calls, "read": timed_calls}, per_side  # both sides, every call
     assert all(made % 2 == 0 for _, made in checks)  # each pair's outputs checked after both its requests
-    for (a, sets_a), (b, sets_b) in zip(requests[::2], requests[1::2]):
+    for (a, sets_a, _a), (b, sets_b, _b) in zip(requests[::2], requests[1::2]):
         assert {a, b} == {"submission", "reference"} and sets_a == sets_b  # a pair: the same sets, both sides
 
 
@@ -118,6 +118,9 @@ def test_case_figures_are_paired(double, options) -> None:
         assert c.time_ci_ns[0] <= c.time_ns <= c.time_ci_ns[1]
         assert 0 < c.pairing["timed_share"] < 1
         assert c.pairing["wall_s"] >= c.pairing["prepare_s"] + c.pairing["check_s"]
+        # the preparing's parts: making the inputs and the expected outputs, both measured
+        assert c.pairing["inputs_thread_s"] > 0 and c.pairing["expected_thread_s"] > 0
+        assert c.pairing["slices"] >= c.pairing["processes"]
     assert r.speedup_ci[0] <= r.speedup <= r.speedup_ci[1]
     assert r.score_ns is None and r.basis == "run"  # benchmark mode: no score
 
@@ -255,21 +258,23 @@ def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> Non
     assert size(SimpleNamespace(device="cuda"), paired, small, 3.0) == 1
 
 
-def test_the_pairs_rotate_among_several_pairs_of_processes(double, options, monkeypatch) -> None:
-    """A timed case's pairs are timed by ``stats.PROCESSES`` pairs of processes in turn (the test
-    phase's process of the submission and new ones, as many of the reference), pair ``p`` by pair
-    ``p % K``; the ``pairs`` event and the case's figures say which, and the interval carries the
-    processes' offsets. A problem may ask for one pair (``timing.<device>.processes``)."""
+def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, options, monkeypatch) -> None:
+    """A timed case's pairs are timed by ``stats.PROCESSES`` pairs of processes (the test phase's
+    process of the submission and new ones, as many of the reference), in slices: in round ``r``
+    every case gets a slice on pair ``r % K``, the cases one after the other, so each case is
+    timed on every pair at ``K`` moments spread over the run (``harness._Evaluation._rounds``);
+    the ``pairs`` event and the case's figures say which pair timed each pair, and the interval
+    carries the pairs' offsets. A problem may ask for one pair (``timing.<device>.processes``)."""
     from kernelrank.runner import stats
 
     k = stats.PROCESSES["cpu"]
     assert k > 1
-    made: list[tuple[str, int, int]] = []  # (side, which process, its pid), per request
+    made: list[tuple[str, int, int, str]] = []  # (side, which process, its pid, the case), per request
     sizes: set[tuple[int, int]] = set()  # (processes of the side, of the other side)
     timed = harness._Evaluation._timed_request
 
     def recording_request(self, side, other, sets, deadline):
-        made.append((side.name, side.current, side.child.pid))
+        made.append((side.name, side.current, side.child.pid, self._where))
         sizes.add((len(side.children), len(other.children)))
         return timed(self, side, other, sets, deadline)
 
@@ -278,14 +283,23 @@ def test_the_pairs_rotate_among_several_pairs_of_processes(double, options, monk
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
     assert r.status is Status.passed, r.message
     assert sizes == {(k, k)}
-    pids = {side: {n: {pid for s, m, pid in made if s == side and m == n} for n in range(k)} for side in ("submission", "reference")}
+    pids = {side: {n: {pid for s, m, pid, _c in made if s == side and m == n} for n in range(k)} for side in ("submission", "reference")}
     for side in pids:
         assert all(len(p) == 1 for p in pids[side].values()), pids  # one process per place
         assert len(set().union(*pids[side].values())) == k  # k distinct processes per side
     assert not set().union(*pids["submission"].values()) & set().union(*pids["reference"].values())
     pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}
+    slices = [(case, m) for _s, m, _pid, case in made]
+    slices = [x for i, x in enumerate(slices) if i == 0 or x != slices[i - 1]]  # runs of requests
+    cases = sorted({case for case, _m in slices})
+    assert len(cases) == len(_bench(r)) > 1
+    # round by round, each case in turn, on the round's pair of processes: no case stops before
+    # it was timed on every pair
+    assert slices[:k * len(cases)] == [(case, j) for j in range(k) for case in cases]
     for c in _bench(r):
-        assert [p[8] for p in pairs[c.index]] == [i % k for i in range(len(pairs[c.index]))]
+        made_by = [p[8] for p in pairs[c.index]]
+        blocks = [j for i, j in enumerate(made_by) if i == 0 or j != made_by[i - 1]]
+        assert blocks == [i % k for i in range(len(blocks))] and len(blocks) == c.pairing["slices"] >= k
         assert c.pairing["processes"] == k and c.pairing["between_processes_log_se"] >= 0
         assert c.speedup_ci[0] <= c.speedup <= c.speedup_ci[1]
     # one pair of processes where the problem says so
@@ -295,7 +309,7 @@ def test_the_pairs_rotate_among_several_pairs_of_processes(double, options, monk
     made.clear()
     r = evaluate(one, submission("double_ok.py"), "benchmark", "cpu", options)
     assert r.status is Status.passed, r.message
-    assert {m for _s, m, _pid in made} == {0} and len({pid for _s, _m, pid in made}) == 2
+    assert {m for _s, m, _pid, _c in made} == {0} and len({pid for _s, _m, pid, _c in made}) == 2
     assert all(c.pairing["processes"] == 1 and c.pairing["between_processes_log_se"] == 0 for c in _bench(r))
 
 
