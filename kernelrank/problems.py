@@ -123,10 +123,11 @@ class CaseTiming(_Strict):
     limit of ±10% refused about half of the honest idle runs (``bench/README.md``).
 
     ``processes``: how many pairs of processes (a submission's and a reference's) time a case's
-    pairs, one per round of the cases' slices (``harness._Evaluation._rounds``); unset, the device's default (:data:`kernelrank.runner.stats.PROCESSES`). Two
-    processes running the same code differ by a few percent for as long as they live; with one
-    pair per run that offset went unseen by the interval (``bench/README.md``, issue 14). Page
-    faults in some processes' first requests made part of it; those pairs no longer count
+    pairs, one per round of the cases' slices (``harness._Evaluation._rounds``); unset, the
+    device's default (:data:`kernelrank.runner.stats.PROCESSES`). Two processes running the same
+    code differ by a few percent for as long as they live; with one pair per run that offset
+    went unseen by the interval (``bench/README.md``, issue 14). Page faults in some processes'
+    first requests made part of it; those pairs no longer count
     (``harness._Side.settle``), and what remains is the process's own: on this project's AMD VMs,
     with two OpenMP threads, a process runs the reference's bfloat16 6144x512 softmax at ~1.6 ms
     or at ~2.6 ms for its whole life, outside the judge too (``bench/README.md``).

@@ -245,10 +245,10 @@ class _Set:
 
 @dataclass
 class _Side:
-    """One side of a case's pairs, the submission or the reference: its processes (one per
-    round of the case's slices, :data:`~kernelrank.runner.stats.PROCESSES`; ``current`` is the one making
-    the next request), per counted call its claim, the judge's window around its ``go`` request
-    and the CPU time of its main thread in that window (ns)."""
+    """One side of a case's pairs, the submission or the reference: its processes (one per round
+    of the case's slices, :data:`~kernelrank.runner.stats.PROCESSES`; ``current`` is the one
+    making the next request), per counted call its claim, the judge's window around its ``go``
+    request and the CPU time of its main thread in that window (ns)."""
 
     name: str
     children: list[SubmissionProcess]
@@ -741,9 +741,9 @@ class _Evaluation:
         natively, ``(its pairs, speedup interval, reference time in ns)``.
 
         Why rounds: on a shared host the machine's speed moves in stretches of seconds, and not
-        alike for all code (the GEMM reference's float32 conversion ran 5.7x slower for 10-15 s
-        at a time while the bfloat16 submission's matmul moved by 10%: bench/README.md, section
-        7). A case timed in one stretch of 5-15 s got a narrow interval around that stretch's
+        alike for all code (the GEMM reference ran 2x slower for 10-15 s at a time while the
+        bfloat16 submission's matmul moved by 10%, the slowdown in its float32 conversions, 5.7x:
+        bench/README.md, sections 7 and 8). A case timed in one stretch of 5-15 s got a narrow interval around that stretch's
         ratio: pairing cannot cancel a shift that differs between the two sides' code. Spread
         over the run, a case averages several stretches, and their differences show as the
         pairs of processes' offsets, which its interval and the run's carry
@@ -757,7 +757,6 @@ class _Evaluation:
         paireds: list[_Paired] = []
         finished: dict[int, tuple[_Paired, stats.Interval, float] | None] = {}
         first_case = len(result.cases)
-        round_ = 0
         try:
             while len(finished) < len(cases):
                 for i, case in enumerate(cases):
@@ -768,7 +767,7 @@ class _Evaluation:
                         paireds.append(self._open_case(subs, references, i, case, deadline))
                     paired = paireds[i]
                     if not paired.done:
-                        self._time_slice(paired, case, round_, deadline)
+                        self._time_slice(paired, case, deadline)
                     if not paired.done:
                         continue
                     r = paired.result
@@ -784,7 +783,6 @@ class _Evaluation:
                     self.emit({"event": "case", "case": r})
                     self.emit({"event": "pairs", "case": i, "pairs": [_pair_record(*p) for p in paired.raw]})
                     finished[i] = (paired, interval, basis)
-                round_ += 1
         finally:
             result.cases[first_case:] = [paireds[i].result for i in sorted(finished)]
         return [finished[i] for i in sorted(finished) if finished[i] is not None]  # type: ignore[misc]
@@ -866,7 +864,7 @@ class _Evaluation:
     def _open(self, paired: _Paired, case: Case, deadline: float) -> None:
         r = paired.result
         subs = paired.sub.children
-        first = paired.first = self._prepare(case, mix_seed(self.secret, case.seed, 0))
+        first = paired.first = self._prepare(case, self._seed(case, 0))
         warm: dict[str, list[int]] = {"submission": [], "reference": []}
         for j in range(len(subs)):
             paired.sub.current = paired.ref.current = j
@@ -874,7 +872,7 @@ class _Evaluation:
                 paired.done = True
                 return
             if r.interpreted:
-                self._time_interpreted(paired, case, lambda it: mix_seed(self.secret, case.seed, it), deadline)
+                self._time_interpreted(paired, case, deadline)
                 paired.done = True
                 return
             self._warm_up(paired, paired.ref, first, deadline, warm["reference"])
@@ -888,9 +886,10 @@ class _Evaluation:
                     side.current = j
                     self._reserve(side, first, paired.per_request, deadline)
 
-    def _time_slice(self, paired: _Paired, case: Case, round_: int, deadline: float) -> None:
+    def _time_slice(self, paired: _Paired, case: Case, deadline: float) -> None:
         """One slice of a case's timing (:meth:`_rounds`): batches of pairs on pair of processes
-        ``round_ % K`` for ``budget / K`` seconds (at least one batch), or until the stop rule
+        ``s % K`` for its slice ``s`` (every case takes part in every round from the first, so
+        ``s`` is the round) for ``budget / K`` seconds (at least one batch), or until the stop rule
         ends the case (``paired.done``).
 
         Per batch: the input sets and their expected outputs are prepared, then for each set the
@@ -904,20 +903,20 @@ class _Evaluation:
         is too noisy."""
         started = time.monotonic()
         try:
-            self._slice(paired, case, round_, deadline, started)
+            self._slice(paired, case, deadline, started)
         finally:
             paired.slices += 1
             paired.spent_s += time.monotonic() - started
             paired.wall_s += time.monotonic() - started
 
-    def _slice(self, paired: _Paired, case: Case, round_: int, deadline: float, started: float) -> None:
+    def _slice(self, paired: _Paired, case: Case, deadline: float, started: float) -> None:
         timing = self.timing
         budget_s = getattr(timing, self.mode)
         r = paired.result
         first, per_request = paired.first, paired.per_request
         assert first is not None  # the case was opened
         k_processes = len(paired.sub.children)
-        process = round_ % k_processes
+        process = paired.slices % k_processes
         slice_s = budget_s / k_processes
         interval = paired.interval()
         batches = 0  # in this slice
@@ -937,7 +936,7 @@ class _Evaluation:
             t0 = time.monotonic()
             left_s = min(slice_s - (now - started), (budget_s if spent < budget_s else budget_s * timing.cap) - spent)
             k = self._batch_size(paired, first, left_s, per_request)
-            sets = self._prepare_batch(case, [mix_seed(self.secret, case.seed, paired.number + 1 + j) for j in range(k)])
+            sets = self._prepare_batch(case, [self._seed(case, paired.number + 1 + j) for j in range(k)])
             t1 = time.monotonic()
             paired.inputs_s += sum(s.inputs_s for s in sets)
             paired.expected_s += sum(s.ref_s for s in sets)
@@ -1036,6 +1035,11 @@ class _Evaluation:
         k = max(1, min(by_memory, max(MAX_BATCH, per_request), by_time))
         return max(per_request, k // per_request * per_request)
 
+    def _seed(self, case: Case, number: int) -> int:
+        """The seed of the case's input set ``number`` (0: its warm-up's), from the run's secret
+        (:func:`mix_seed`)."""
+        return mix_seed(self.secret, case.seed, number)
+
     def _prepare(self, case: Case, seed: int) -> _Set:
         """A fresh input set and its expected output (:meth:`_inputs`)."""
         data, expected = self._inputs(case, seed)
@@ -1110,14 +1114,14 @@ class _Evaluation:
         warm.extend(steady or claims[1:] or claims)
         return True
 
-    def _time_interpreted(self, paired: _Paired, case: Case, seed: Callable[[int], int], deadline: float) -> None:
+    def _time_interpreted(self, paired: _Paired, case: Case, deadline: float) -> None:
         """A submission whose Triton kernels run under the interpreter: :data:`INTERPRETED_CALLS`
         calls on fresh inputs, each checked; their claimed times are kept as ``timing`` and
         marked interpreted; no pairs, no speedup."""
         r = paired.result
         claims: list[int] = []
         for i in range(INTERPRETED_CALLS):
-            s = self._prepare(case, seed(i + 1))
+            s = self._prepare(case, self._seed(case, i + 1))
             reply, out = self._go(paired.sub.child, self._place(paired.sub.child, s.data, s.expected), deadline,
                                   s.ref_s)
             claims.extend(_ns_list(reply.get("times_ns"), 1))

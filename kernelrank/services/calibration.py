@@ -13,10 +13,11 @@ So the ranked score is a time at the board's *calibrated* machine speed:
 The calibration of a board is established from its first :data:`CALIBRATION_RUNS` ranked
 leaderboard runs (whichever submission they judged: the reference side is the same code in each),
 per case the median of their reference times (one run's case taken by a busy moment moves it
-little); it is stored with the revision (table ``calibrations``) and then no longer changes. While it has fewer runs it is provisional:
-each new run is added, and the board's ranked scores are rescaled to it (their order never
-changes: on one board, ranking by score is ranking by speedup). The runner needs no database: the
-control worker does all this when it records a run (:func:`kernelrank.services.submissions.record_run`).
+little); it is stored with the revision (table ``calibrations``) and then no longer changes.
+While it has fewer runs it is provisional: each new run is added, and the board's ranked scores
+are rescaled to it (their order never changes: on one board, ranking by score is ranking by
+speedup). The runner needs no database: the control worker does all this when it records a run
+(:func:`kernelrank.services.submissions.record_run`).
 """
 
 from __future__ import annotations
