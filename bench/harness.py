@@ -13,16 +13,19 @@ compute-bound there).
    to the reference (softmax: ``bench/kernels/softmax_identical.py``; other problems: the
    reference's own source as a submission, ``harness.reference_submission``):
 
-   - max/min of the file's five scores, each its paired speedup re-based on a calibration made as
-     the service makes it (per case, the median of the runs' reference times): goals < 1.03 idle,
-     < 1.10 with the hog;
-   - the identical kernel's speedup per run, with its 95% interval: goal 0.95 to 1.05;
+   - max/min of the file's five scores, each made as the service makes it: from two leaderboard
+     runs in a row (its public and secret runs; ``--runs-per-score``), their speedups combined
+     (``calibration.over_runs``: the geometric mean, an interval that holds how far they differ,
+     unranked when they disagree) and re-based on a calibration (per case, the median of the
+     runs' reference times): goals < 1.03 idle, < 1.10 with the hog; beside it, the spread of
+     the single runs;
+   - the identical kernel's speedup per score, with its 95% interval: goal 0.95 to 1.05;
    - per case, the median of the file's speedups beside ``torch.utils.benchmark.Timer``'s (2b);
    - per case: pairs, the share of the case's wall time inside timed calls (goal >= 50%), where the
      rest went, and the half width of the speedup's interval.
 
 Usage: ``python bench/harness.py [--problem softmax] [--repeats 5] [--example correct_pytorch]
-[--conditions idle,hog] [--skip-basics]``
+[--conditions idle,hog] [--skip-basics] [--runs-per-score 2] [--record FILE.json]``
 """
 
 from __future__ import annotations
@@ -34,9 +37,12 @@ import os
 import platform
 import statistics
 import sys
+import json
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils import benchmark
@@ -49,7 +55,9 @@ from cpu_hog import hog  # noqa: E402
 from kernelrank.problems import Case, load_problem  # noqa: E402
 from kernelrank.runner.devices import cpu_threads, device_info  # noqa: E402
 from kernelrank.runner.harness import EvalOptions, evaluate, reference_submission  # noqa: E402
+from kernelrank.runner.results import json_ready  # noqa: E402
 from kernelrank.runner.stats import geometric_mean  # noqa: E402
+from kernelrank.services import calibration  # noqa: E402
 
 KERNELS = ROOT / "reference_kernels"
 IDENTICAL = ROOT / "bench" / "kernels" / "softmax_identical.py"
@@ -170,6 +178,33 @@ def _runs(spec, src: str, options: EvalOptions, repeats: int) -> list:
     return out
 
 
+@dataclass
+class Score:
+    """One leaderboard score as the service makes it: a submission's runs (public, then secret,
+    one after the other), their combined speedup (``calibration.over_runs``) and whether it is
+    ranked (every run passed and none is noisy, and the runs agree)."""
+
+    runs: list
+    combined: Any
+    disagree: bool
+
+    @property
+    def ranked(self) -> bool:
+        return (self.combined is not None and not self.disagree
+                and all(r.passed and r.speedup and not r.noisy for r in self.runs))
+
+
+def _scores(spec, src: str, options: EvalOptions, repeats: int, per_score: int) -> list[Score]:
+    """``repeats`` scores of ``src``, each from ``per_score`` leaderboard runs in a row."""
+    noisy_above = spec.definition.timing["cpu"].noisy_above
+    out = []
+    for _ in range(repeats):
+        runs = _runs(spec, src, options, per_score)
+        _measured, combined, disagree = calibration.over_runs([r.to_dict() for r in runs if r.passed], noisy_above)
+        out.append(Score(runs, combined, disagree))
+    return out
+
+
 def _cases_line(r) -> str:
     parts = []
     for c in (c for c in r.cases if c.kind == "benchmark"):
@@ -179,48 +214,78 @@ def _cases_line(r) -> str:
     return "; ".join(parts)
 
 
-def condition(spec, options: EvalOptions, example: Path, repeats: int, label: str,
-              timer: list[float] | None = None) -> None:
-    print(f"\n3. {label} (load average {os.getloadavg()[0]:.2f}): {repeats} leaderboard runs each")
-    runs = _runs(spec, example.read_text(), options, repeats)
-    passed = [r for r in runs if r.passed and r.speedup]
-    cases = len(spec.definition.benchmark_cases("cpu"))
-    calibration = [statistics.median(r.cases[len(spec.definition.tests) + i].pairing["reference_run_ns"]
-                                     for r in passed) for i in range(cases)] if passed else []
-    basis = geometric_mean(calibration) if calibration else math.nan
-    print(f"   {example.relative_to(ROOT)} (calibration: per case the median of these runs' reference times, "
-          f"geometric mean {basis / 1e3:.1f} µs)")
-    for i, r in enumerate(runs):
+def _print_score(i: int, score: Score, basis: float | None) -> None:
+    for j, r in enumerate(score.runs):
+        name = ("public", "secret")[j] if len(score.runs) == 2 else f"run {j + 1}"
         if not (r.passed and r.speedup):
-            print(f"   run {i + 1}: {r.status.value}: {r.message[:200]}")
+            print(f"   score {i + 1}, {name}: {r.status.value}: {r.message[:200]}")
             continue
         lo, hi = r.speedup_ci
-        print(f"   run {i + 1}: score {basis / r.speedup / 1e3:9.1f} µs  speedup {r.speedup:.3f} ({lo:.3f} .. {hi:.3f})"
-              f"{' NOISY' if r.noisy else ''}  {r.duration_s:5.1f} s   {_cases_line(r)}")
-    if len(passed) > 1:
-        scores = [basis / r.speedup for r in passed]
-        ranked = [basis / r.speedup for r in passed if not r.noisy]
-        line = f"; the {len(ranked)} ranked runs {max(ranked) / min(ranked):.3f}" if 1 < len(ranked) < len(passed) else ""
-        print(f"   max/min of the scores = {max(scores) / min(scores):.3f}{line}   (goal < 1.03 idle, < 1.10 loaded)")
+        print(f"   score {i + 1}, {name}: speedup {r.speedup:.3f} ({lo:.3f} .. {hi:.3f}){' NOISY' if r.noisy else ''}"
+              f"  {r.duration_s:5.1f} s   {_cases_line(r)}")
+    c = score.combined
+    if c is None:
+        return
+    what = "ranked" if score.ranked else ("NOT RANKED: the runs disagree" if score.disagree else "NOT RANKED")
+    time_part = f"score {basis / c.estimate / 1e3:9.1f} µs  " if basis else ""
+    print(f"   score {i + 1}: {time_part}speedup {c.estimate:.3f} ({c.low:.3f} .. {c.high:.3f}, ±{c.half_width:.1%})  {what}")
+
+
+def record(path: Path, problem: str, label: str, file: str, scores: list[Score]) -> None:
+    """Append the scores' runs (speedup intervals, noisy, benchmark cases) to a JSON recording
+    (``tests/fixtures/timings/runs_*.json``: what ``tests/runner/test_stats.py`` combines)."""
+    data = json.loads(path.read_text()) if path.exists() else {"machine": device_info("cpu", cpu_threads(0)).name,
+                                                               "conditions": []}
+    data["conditions"].append({
+        "problem": problem, "condition": label, "file": file, "recorded": time.strftime("%Y-%m-%d %H:%M"),
+        "scores": [[{"status": r.status.value, "speedup_interval": r.speedup_interval, "noisy": r.noisy,
+                     "benchmark_cases": sum(c.kind == "benchmark" for c in r.cases), "duration_s": round(r.duration_s, 1)}
+                    for r in s.runs] for s in scores]})
+    path.write_text(json.dumps(json_ready(data), indent=1) + "\n")
+
+
+def condition(spec, options: EvalOptions, example: Path, repeats: int, label: str,
+              timer: list[float] | None = None, per_score: int = 2, recording: Path | None = None) -> None:
+    print(f"\n3. {label} (load average {os.getloadavg()[0]:.2f}): {repeats} leaderboard scores each, "
+          f"each from {per_score} runs in a row (the service's public and secret runs)")
+    scores = _scores(spec, example.read_text(), options, repeats, per_score)
+    runs = [r for s in scores for r in s.runs]
+    passed = [r for r in runs if r.passed and r.speedup]
+    cases = len(spec.definition.benchmark_cases("cpu"))
+    calibration_ns = [statistics.median(r.cases[len(spec.definition.tests) + i].pairing["reference_run_ns"]
+                                        for r in passed) for i in range(cases)] if passed else []
+    basis = geometric_mean(calibration_ns) if calibration_ns else math.nan
+    print(f"   {example.relative_to(ROOT)} (calibration: per case the median of these runs' reference times, "
+          f"geometric mean {basis / 1e3:.1f} µs)")
+    for i, score in enumerate(scores):
+        _print_score(i, score, basis)
+    combined = [s.combined.estimate for s in scores if s.combined is not None]
+    if len(combined) > 1:
+        ranked = [s.combined.estimate for s in scores if s.ranked]
+        line = (f"; the {len(ranked)} ranked {max(ranked) / min(ranked):.3f}" if 1 < len(ranked) < len(combined)
+                else "" if len(ranked) == len(combined) else f"; {len(ranked)} ranked")
+        single = [r.speedup for r in passed]
+        print(f"   max/min of the scores = {max(combined) / min(combined):.3f}{line}   (goal < 1.03 idle, < 1.10 loaded); "
+              f"of the {len(single)} single runs' {max(single) / min(single):.3f}")
     if passed:
         per_case = [statistics.median(next(c.speedup for c in r.cases if c.kind == "benchmark" and c.index == i)
                                       for r in passed) for i in range(cases)]
         line = "; ".join(f"{s:.3f}x" + (f" (Timer {t:.3f}x)" if timer else "") for s, t in zip(per_case, timer or per_case))
         print(f"   per case, the median of the runs' speedups: {line}")
     same_label, same_source = identical_source(spec)
-    same = _runs(spec, same_source, options, repeats)
+    same_scores = _scores(spec, same_source, options, repeats, per_score)
+    same = [r for s in same_scores for r in s.runs]
     print(f"   {same_label} (identical to the reference: speedup 1 by construction)")
-    for i, r in enumerate(same):
-        if not (r.passed and r.speedup):
-            print(f"   run {i + 1}: {r.status.value}: {r.message[:200]}")
-            continue
-        lo, hi = r.speedup_ci
-        print(f"   run {i + 1}: speedup {r.speedup:.3f} ({lo:.3f} .. {hi:.3f}){' NOISY' if r.noisy else ''}  "
-              f"{r.duration_s:5.1f} s   {_cases_line(r)}")
-    ok = [r.speedup for r in same if r.passed and r.speedup]
+    for i, score in enumerate(same_scores):
+        _print_score(i, score, None)
+    ok = [s.combined for s in same_scores if s.combined is not None]
     if ok:
-        held = sum(r.speedup_ci[0] <= 1.0 <= r.speedup_ci[1] for r in same if r.passed and r.speedup)
-        print(f"   speedups {min(ok):.3f} .. {max(ok):.3f}   (goal 0.95 .. 1.05); {held} of {len(ok)} intervals hold 1")
+        held = sum(c.low <= 1.0 <= c.high for c in ok)
+        print(f"   speedups {min(c.estimate for c in ok):.3f} .. {max(c.estimate for c in ok):.3f}   (goal 0.95 .. 1.05); "
+              f"{held} of {len(ok)} intervals hold 1; {sum(s.ranked for s in same_scores)} ranked")
+    if recording is not None:
+        record(recording, spec.definition.name, label, str(example.relative_to(ROOT)), scores)
+        record(recording, spec.definition.name, label, same_label, same_scores)
     shares = [c.pairing["timed_share"] for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
     if shares:
         print(f"   share of a case's wall time inside timed calls: median {statistics.median(shares):.0%}, "
@@ -247,6 +312,9 @@ def main() -> None:
     parser.add_argument("--example", default="correct_pytorch")
     parser.add_argument("--conditions", default="idle,hog", help="idle, hog, or both (comma-separated)")
     parser.add_argument("--skip-basics", action="store_true", help="leave out figures 1 and 2")
+    parser.add_argument("--runs-per-score", type=int, default=2,
+                        help="leaderboard runs per score (the service: 2, its public and secret runs)")
+    parser.add_argument("--record", type=Path, help="append the scores' runs to this JSON recording")
     parser.add_argument("--timer-speedups", type=Path, help=argparse.SUPPRESS)  # figure 2b's own process
     args = parser.parse_args()
     if args.timer_speedups:
@@ -273,7 +341,8 @@ def main() -> None:
         for name in args.conditions.split(","):
             with hog() if name == "hog" else contextlib.nullcontext():
                 label = "with bench/cpu_hog.py spinning on one CPU" if name == "hog" else "idle (no hog of ours)"
-                condition(spec, options, examples / f"{args.example}.py", args.repeats, label, timer)
+                condition(spec, options, examples / f"{args.example}.py", args.repeats, label, timer,
+                          args.runs_per_score, args.record)
     torch.set_num_threads(threads)
 
 

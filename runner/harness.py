@@ -722,6 +722,7 @@ class _Evaluation:
         bases = [basis for _p, _i, basis in done]
         result.speedup = combined.estimate
         result.speedup_ci = [combined.low, combined.high]
+        result.speedup_interval = combined.to_dict()
         # ranked or not by how well the score is known, not by its worst case (stats.run_noisy)
         result.noisy = stats.run_noisy(combined, len(done), self.timing.noisy_above)
         result.basis = "calibration" if calibration is not None else "run"

@@ -112,7 +112,10 @@ class EvalResult:
     ``speedup`` is the geometric mean over benchmark cases of the cases' paired speedups, with its
     95% interval ``speedup_ci``; ``score_ns`` (leaderboard mode only) is the geometric mean over
     benchmark cases of each case's ``time_ns`` (its reference time divided by its speedup), in ns,
-    lower is better, with its 95% interval ``score_ci_ns``; ``basis`` says what the reference times
+    lower is better, with its 95% interval ``score_ci_ns``; ``speedup_interval`` is the speedup's
+    :class:`~kernelrank.runner.stats.Interval` whole (its log standard error and degrees of freedom
+    among it: the service combines a leaderboard submission's runs from it,
+    :func:`~kernelrank.runner.stats.combine_runs`); ``basis`` says what the reference times
     were: ``"calibration"`` (the service's, per problem revision and device queue) or ``"run"``
     (this run's own reference; what ``kernelrank eval`` reports). ``noisy``: the speedup's interval over
     the cases is still too wide after their extra time (``stats.run_noisy``; the run is not
@@ -155,6 +158,7 @@ class EvalResult:
     basis: str | None = None
     noisy: bool = False
     interpreted: bool = False
+    speedup_interval: dict[str, Any] | None = None
 
     @property
     def passed(self) -> bool:

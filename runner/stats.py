@@ -13,7 +13,10 @@ timings recorded on real machines (``tests/fixtures/timings/``) without a child,
   with a geometric mean (:func:`combine`);
 - **the stop rule** (:func:`stop_rule`): time a case until its interval is narrow enough, its budget
   is spent, or (when it is still too wide) its extra time up to a cap is spent too; and whether a
-  run is known too poorly to rank (:func:`run_noisy`).
+  run is known too poorly to rank (:func:`run_noisy`);
+- **between runs**: a leaderboard submission's speedup over its public and secret runs, with an
+  interval that holds how far they differ (:func:`combine_runs`), and whether they disagree too
+  much to rank (:func:`runs_disagree`).
 
 The estimator (see :func:`paired_speedup` and ``bench/README.md``, *Choosing the estimator*): the
 20% trimmed mean of the pairs' log ratios, with the Tukey-McLaughlin standard error (Wilcox,
@@ -162,6 +165,33 @@ class Interval:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_bounds(cls, estimate: float, low: float, high: float, n: int = 0) -> "Interval":
+        """The interval of a stored result that kept only its ratio and 95% bounds: the standard
+        error of the log read back as ``log(high / low) / (2 z)`` with the normal quantile (its
+        degrees of freedom are not known; taken as many), nothing known of its processes' part.
+        Unbounded (``low`` <= 0 or ``high`` infinite): an unknown standard error.
+
+        Raises:
+            ValueError: ``estimate`` is not positive.
+        """
+        if not estimate > 0:
+            raise ValueError("a ratio must be positive")
+        if not (low > 0 and math.isfinite(high) and high >= low):
+            return cls(estimate, 0.0, math.inf, math.inf, 0.0, n)
+        return cls(estimate, low, high, math.log(high / low) / (2 * Z975), math.inf, n)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Interval":
+        """Inverse of :meth:`to_dict` (a stored result's ``speedup_interval``; non-finite figures
+        may come back as strings, ``"inf"``).
+
+        Raises:
+            ValueError, TypeError, KeyError: not such a dict.
+        """
+        return cls(float(d["estimate"]), float(d["low"]), float(d["high"]), float(d["log_se"]), float(d["df"]),
+                   int(d["n"]), float(d.get("between_se", 0.0)))
 
 
 def log_ratios(reference_ns: Sequence[float], submission_ns: Sequence[float]) -> list[float]:
@@ -475,6 +505,95 @@ def run_noisy(combined: Interval, cases: int, noisy_above: float) -> bool:
     if cases < 1:
         raise ValueError("a run has at least one case")
     return combined.within_half_width > noisy_above / math.sqrt(cases)
+
+
+# -- between runs ----------------------------------------------------------------------------------
+def combine_runs(runs: Sequence[Interval]) -> Interval:
+    """A submission's speedup from ``k`` runs of it (a leaderboard submission's public and secret
+    runs), each a run's speedup over its cases with its 95% interval (:func:`combine`): the
+    geometric mean of the runs' speedups, with an interval that holds how far the runs disagree.
+
+    A run's interval says how well that run knows the speedup at the machine's speed of the
+    moment; it cannot see a change of the machine that lasts the whole run (issue 14: a GEMM run
+    spent its 52 s with the reference's conversions 5.7x slower, and scored 3.68 us where four
+    others scored 2.41-2.51; five softmax runs' speedups spread by 10%, each known to about +-3%).
+    Their spread is estimated as the processes' offsets are within a run
+    (:func:`process_variance`, a one-way random-effects model, DerSimonian and Laird's method of
+    moments): ``tau^2 = var(m_i) - mean(se_i^2)`` over the runs' log speedups ``m_i`` and
+    standard errors ``se_i``, taken as 0 when negative. With equal weights (each run is one draw
+    of the machine's state), the log of the estimate is ``mean(m_i)`` and its squared standard
+    error ``sum(se_i^2) / k^2 + tau^2 / k``.
+
+    The runs' part is taken as known, with the normal quantile for it, as in DerSimonian and
+    Laird's original method: from two runs its own estimate has one degree of freedom, and its
+    t (12.7) would make nearly every entry's interval +-20-40% wide; the degrees of freedom are
+    then the runs' own, by Welch-Satterthwaite. That falls short of 95% when the speedup does move
+    between runs: simulated with softmax's idle spread (sd 4% of the log between runs, each run
+    +-3%), one run's interval holds the long-run speedup in about 52% of cases, two runs'
+    combination in about 77% (``tests/runner/test_stats.py``); a board's many submissions would
+    estimate the runs' spread far better than one submission's two runs (not done). Whether
+    the runs agree well enough to rank is a separate rule (:func:`runs_disagree`).
+    ``log_se`` of the result is its half width over its t; ``between_se`` holds the processes'
+    part of the runs and the runs' part at that scale, neither of which more pairs shrink (the
+    :attr:`Interval.within_half_width` that :func:`run_noisy` holds leaves them out).
+
+    One run: that run's interval unchanged.
+
+    Raises:
+        ValueError: no runs, or a run whose speedup is not positive.
+    """
+    if not runs:
+        raise ValueError("no runs to combine")
+    if any(not (r.estimate > 0) for r in runs):
+        raise ValueError("a run's speedup must be positive")
+    if len(runs) == 1:
+        return runs[0]
+    k = len(runs)
+    logs = [math.log(r.estimate) for r in runs]
+    log_mean = statistics.fmean(logs)
+    n = sum(r.n for r in runs)
+    if any(not math.isfinite(r.log_se) or r.df < 1 for r in runs):
+        return Interval(math.exp(log_mean), 0.0, math.inf, math.inf, 0.0, n)
+    runs_var = _runs_variance(runs)
+    within_var = sum(r.log_se ** 2 for r in runs) / k ** 2
+    denominator = sum((r.log_se ** 2 / k ** 2) ** 2 / r.df for r in runs)
+    df = within_var ** 2 / denominator if denominator > 0 else math.inf
+    t = t975(df) if math.isfinite(df) else Z975
+    # the quantile of each part: the runs' own t for theirs, the normal one for the runs' spread
+    half = math.sqrt((t * math.sqrt(within_var)) ** 2 + (Z975 * math.sqrt(runs_var)) ** 2)
+    # log_se is the half width over t, so that t * log_se is the interval; the runs' part is
+    # carried in it (and in between_se) at the size that gives its normal quantile under that t
+    log_se = half / t
+    between = math.sqrt(sum(r.between_se ** 2 for r in runs) / k ** 2 + (Z975 / t) ** 2 * runs_var)
+    return Interval(math.exp(log_mean), math.exp(log_mean - half), math.exp(log_mean + half), log_se, df, n,
+                    min(between, log_se))
+
+
+def _runs_variance(runs: Sequence[Interval]) -> float:
+    """The runs' part of the squared standard error of their mean log speedup, ``max(tau^2, 0) / k``
+    (:func:`combine_runs`)."""
+    tau2, df = process_variance({i: (math.log(r.estimate), r.log_se) for i, r in enumerate(runs)})
+    return max(tau2, 0.0) / len(runs) if df >= 1 else 0.0
+
+
+def runs_disagree(runs: Sequence[Interval], cases: int, noisy_above: float) -> bool:
+    """Whether a submission's runs disagree too much to rank it: the runs' part of the combined
+    interval (:func:`combine_runs`), ``z * sqrt(tau^2 / k)`` as a relative half width, is wider
+    than ``noisy_above / sqrt(cases)``, the width at which one run is too noisy to rank
+    (:func:`run_noisy`). With two runs each known to +-3% and the problem's default
+    ``noisy_above`` (0.25) over four cases, they disagree when their speedups differ by more than
+    about 14%: a GEMM run whose reference ran 1.5x slower for its whole length beside one that
+    did not (issue 14). Measured again, the submission gets new runs.
+
+    Raises:
+        ValueError: ``cases`` < 1.
+    """
+    if cases < 1:
+        raise ValueError("a run has at least one case")
+    if len(runs) < 2 or any(not (r.estimate > 0) or not math.isfinite(r.log_se) for r in runs):
+        return False
+    s = math.sqrt(_runs_variance(runs))
+    return (math.exp(Z975 * s) - math.exp(-Z975 * s)) / 2 > noisy_above / math.sqrt(cases)
 
 
 # -- the wall-clock judging of claims --------------------------------------------------------------

@@ -30,6 +30,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Calibration, Submission
+from kernelrank.runner import stats  # torch-free
+from kernelrank.runner.stats import Interval
 
 #: Runs that establish a board's calibration (the median of this many runs' reference times per
 #: case: one run taken by a busy machine moves it little).
@@ -45,6 +47,49 @@ def run_reference_times(result: dict[str, Any]) -> list[float] | None:
     if not times or not all(isinstance(t, (int, float)) and math.isfinite(t) and t > 0 for t in times):
         return None
     return [float(t) for t in times]
+
+
+def run_speedup(result: dict[str, Any]) -> Interval | None:
+    """A stored run result's speedup with its 95% interval (:class:`~kernelrank.runner.stats.Interval`):
+    its ``speedup_interval`` as the harness reported it, else read back from ``speedup`` and
+    ``speedup_ci`` (:meth:`Interval.from_bounds`: a runner that does not report the former; without
+    ``speedup_ci``, a speedup whose interval is unknown); ``None``
+    when it has no positive speedup (not paired, interpreted, failed) or its figures are malformed
+    (a runner's report is data)."""
+    try:
+        d = result.get("speedup_interval")
+        if isinstance(d, dict):
+            interval = Interval.from_dict(d)
+        else:
+            speedup, bounds = result.get("speedup"), result.get("speedup_ci")
+            if not isinstance(speedup, (int, float)):
+                return None
+            low, high = bounds[:2] if isinstance(bounds, list) and len(bounds) >= 2 else (0.0, math.inf)
+            interval = Interval.from_bounds(float(speedup), float(low), float(high))
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not (math.isfinite(interval.estimate) and interval.estimate > 0):
+        return None
+    return interval
+
+
+def over_runs(results: list[dict[str, Any]], noisy_above: float) -> tuple[list[Interval], Interval | None, bool]:
+    """A submission's speedup over its runs (a leaderboard submission's public and secret runs,
+    timed one after the other by the same runner; the first result's benchmark cases are
+    counted): ``(the runs' intervals, their combination, whether they disagree)``. The
+    combination is the geometric mean of the runs' speedups with an interval that holds how far
+    they differ (:func:`~kernelrank.runner.stats.combine_runs`); they disagree when that is too
+    wide to rank (:func:`~kernelrank.runner.stats.runs_disagree`, against ``noisy_above``, the
+    problem's for the device). A run's own interval cannot see a change of the machine's speed
+    that lasts the whole run; a second run can (issue 14). A result without a speedup (one that
+    carries no timing) is left out; ``([], None, False)`` when none has one."""
+    measured = [i for i in map(run_speedup, results) if i is not None]
+    if not measured:
+        return measured, None, False
+    first = results[0]
+    cases = sum(1 for c in first.get("cases") or [] if isinstance(c, dict) and c.get("kind") == "benchmark")
+    disagree = math.isfinite(noisy_above) and stats.runs_disagree(measured, max(cases, 1), noisy_above)
+    return measured, stats.combine_runs(measured), disagree
 
 
 def get(session: Session, revision_id: int, device: str) -> Calibration | None:

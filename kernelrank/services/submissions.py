@@ -4,10 +4,13 @@ Life of a submission: ``queued`` (created, job sent to the device's queue) -> ``
 reported it started) -> a verdict (``passed``, ``failed``, ``error``, ``timeout``,
 ``compile_error``, ``rejected``) once every expected run has been recorded: ``public`` in every
 mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked only when both runs
-passed, it was made before the problem's deadline and it is not disqualified, and its public run
-was neither too noisy to rank nor interpreted (Triton's interpreter on the CPU); its score is the
-public run's paired speedup re-based on the board's calibration (:mod:`kernelrank.services.calibration`),
-with its 95% interval. A ``queued`` submission can be ``cancelled`` by its owner
+passed, it was made before the problem's deadline and it is not disqualified, neither run was too
+noisy to rank nor interpreted (Triton's interpreter on the CPU), and the two runs agree; its score
+is the runs' paired speedup (the geometric mean of the two runs' speedups, with an interval that
+holds how far they differ: :func:`~kernelrank.runner.stats.combine_runs`) re-based on the board's
+calibration (:mod:`kernelrank.services.calibration`), with its 95% interval. Runs whose speedups
+differ too much to rank (:func:`~kernelrank.runner.stats.runs_disagree`: the machine's speed
+changed between them) leave it passed and unranked until it is measured again. A ``queued`` submission can be ``cancelled`` by its owner
 or an admin (:func:`cancel_submission`); a runner's later reports about it are dropped. Starts are counted and bounded, and jobs of
 vanished runners requeued, by :mod:`kernelrank.services.jobs`.
 
@@ -34,6 +37,7 @@ from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.queue import device_class, job_time_limit
+from kernelrank.runner.stats import Interval  # torch-free
 from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, calibration
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 from kernelrank.vocab import (FINAL_STATUSES, MODES, RUN_KINDS, VERDICTS, Mode, RunKind, SubmissionStatus, Verdict,
@@ -225,23 +229,32 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
     else:
         sub.status = Verdict.passed.value
         sub.message = str(public.result.get("message", ""))
-    sub.speedup = _finite(public.result.get("speedup"))
-    low, high = (public.result.get("speedup_ci") or [None, None])[:2]
-    sub.speedup_low, sub.speedup_high = _finite(low), _finite(high)
     head = headline_case(public.result) or {}
     sub.tflops, sub.gbps = head.get("tflops"), head.get("gbps")
     flagged = [runs[k] for k in expected if runs[k].result.get("needs_review")]
     sub.needs_review = bool(flagged) and not failing
     sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None
+    measured, combined, disagree = _speedup_over_runs(sub, [runs[k] for k in expected])
+    sub.speedup = _finite(combined.estimate) if combined is not None else _finite(public.result.get("speedup"))
+    bounded = combined is not None and combined.low > 0 and math.isfinite(combined.high)
+    sub.speedup_low, sub.speedup_high = (combined.low, combined.high) if bounded else (None, None)
     # a run still too noisy after its extra time, or whose times measure Triton's interpreter, is
-    # not ranked (its verdict stands); the score is re-based on the board's calibration
-    noisy = bool(public.result.get("noisy")) or bool(public.result.get("interpreted"))
+    # not ranked (its verdict stands); nor are runs that disagree (the machine's speed changed
+    # between them); the score is re-based on the board's calibration
+    noisy = any(bool(runs[k].result.get("noisy")) or bool(runs[k].result.get("interpreted")) for k in expected)
     sub.ranked = (sub.mode == Mode.leaderboard and not failing and public.score_ns is not None and not noisy
-                  and sub.disqualified_at is None and takes_ranked(sub.problem_revision.problem, sub.created_at))
-    sub.score_ns = public.score_ns if sub.ranked else None
-    sub.score_low_ns, sub.score_high_ns = (_finite(v) for v in ((public.result.get("score_ci_ns") or [None, None])[:2]))
-    if not sub.ranked:
-        sub.score_low_ns = sub.score_high_ns = None
+                  and not disagree and combined is not None and sub.disqualified_at is None
+                  and takes_ranked(sub.problem_revision.problem, sub.created_at))
+    sub.score_ns = sub.score_low_ns = sub.score_high_ns = None
+    if sub.ranked and combined is not None:
+        # on the public run's own basis until the board's calibration re-bases it (always, below)
+        value, low, high = combined.scaled(float(public.score_ns) * float(public.result["speedup"]))
+        sub.score_ns = value
+        sub.score_low_ns, sub.score_high_ns = (low, high) if bounded else (None, None)
+    if disagree and not failing:
+        sub.message = (f"{sub.message}; not ranked: its runs disagree (speedups "
+                       f"{' and '.join(f'{i.estimate:.3g}x' for i in measured)}): the machine's speed changed "
+                       "between them; not ranked until measured again")[:4000]
     if sub.mode == Mode.leaderboard and not failing:
         cal, changed = (calibration.contribute(session, sub.problem_revision_id, sub.device, public.result)
                         if new_run else (calibration.get(session, sub.problem_revision_id, sub.device), False))
@@ -254,6 +267,17 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
         from kernelrank.services import guard
 
         sub.guard = guard.scan(sub.code)
+
+
+def _speedup_over_runs(sub: Submission, runs: list[Run]) -> tuple[list[Interval], Interval | None, bool]:
+    """The submission's speedup over its passing runs (:func:`calibration.over_runs`), against the
+    problem's ``noisy_above`` for the submission's device; the public run comes first."""
+    try:
+        noisy_above = definition(sub.problem_revision).timing[device_class(sub.device)].noisy_above
+    except (KeyError, ValueError):
+        noisy_above = math.inf
+    ordered = sorted((r for r in runs if r.status == Verdict.passed), key=lambda r: r.kind != RunKind.public)
+    return calibration.over_runs([r.result for r in ordered], noisy_above)
 
 
 def _finite(value: Any) -> float | None:

@@ -24,13 +24,22 @@ def paired_result(speedup: float, half_width: float, reference_ns: list[float], 
             "basis": "run", "logs": {"stdout": "", "stderr": ""}, **extra}
 
 
-def _entry(client: TestClient, world: World, user: str, public: dict[str, Any]) -> int:
+def _entry(client: TestClient, world: World, user: str, public: dict[str, Any],
+           secret: dict[str, Any] | None = None) -> int:
+    """A leaderboard submission with its two runs; by default a secret run that measured no
+    speedup (the score is then the public run's alone)."""
     r = submit(client, world.tokens[user], "softmax", mode="leaderboard")
     assert r.status_code == 202, r.text
     sid = r.json()["id"]
     record(sid, "public", public)
-    record(sid, "secret", {"status": "passed", "mode": "leaderboard", "message": "", "cases": []})
+    record(sid, "secret", secret or {"status": "passed", "mode": "leaderboard", "message": "", "cases": []})
     return sid
+
+
+def _submission(client: TestClient, world: World, sid: int) -> dict[str, Any]:
+    r = client.get(f"/api/v1/submissions/{sid}", headers={"Authorization": f"Bearer {world.tokens['root']}"})
+    assert r.status_code == 200, r.text
+    return r.json()
 
 
 def _board(client: TestClient) -> list[dict[str, Any]]:
@@ -137,3 +146,41 @@ def test_reinstating_does_not_count_a_run_twice(client: TestClient, world: World
     assert _calibration(world)[0] == 1
     rows = _board(client)
     assert rows[0]["submission_id"] == sid and rows[0]["score_ci_ns"] is not None
+
+
+def test_the_score_combines_the_public_and_secret_runs(client: TestClient, world: World) -> None:
+    """Both runs of a leaderboard submission measured its speedup, one after the other: the score
+    is their geometric mean re-based on the board's calibration, with an interval that holds
+    both runs' (stats.combine_runs). The run's full interval (``speedup_interval``, as the
+    harness reports it, non-finite figures as strings) is read when a result has it."""
+    from kernelrank.runner import stats
+    from kernelrank.runner.results import json_ready
+
+    ref = [1000.0, 4000.0]
+    secret = paired_result(2.2, 0.02, ref)
+    secret["speedup_interval"] = json_ready(stats.Interval(2.2, 2.156, 2.244, 0.01, math.inf, 80).to_dict())
+    sid = _entry(client, world, "bob", paired_result(2.0, 0.02, ref), secret)
+    body = _submission(client, world, sid)
+    assert body["ranked"] and body["status"] == "passed"
+    assert body["speedup"] == pytest.approx(math.sqrt(2.0 * 2.2))
+    rows = _board(client)
+    assert rows[0]["score_ns"] == pytest.approx(2000.0 / math.sqrt(2.0 * 2.2))
+    low, high = rows[0]["score_ci_ns"]
+    assert low < 2000.0 / 2.2 and 2000.0 / 2.0 < high  # it holds both runs' scores
+    page = client.get(f"/submissions/{sid}")
+    assert page.status_code == 200 and "over its public and secret runs" in page.text
+
+
+def test_runs_that_disagree_leave_the_submission_passed_and_unranked(client: TestClient, world: World) -> None:
+    """The machine's speed changed between the two runs (speedups 2.0 and 3.0, each known to
+    +-2%): the verdict stands, the submission is not ranked and says why; a secret run that is
+    too noisy to rank also keeps it off the board."""
+    ref = [1000.0, 1000.0]
+    split = _entry(client, world, "bob", paired_result(2.0, 0.02, ref), paired_result(3.0, 0.02, ref))
+    body = _submission(client, world, split)
+    assert body["status"] == "passed" and not body["ranked"] and body["score_ns"] is None
+    assert "runs disagree" in body["message"] and "2x and 3x" in body["message"]
+    noisy = _entry(client, world, "alice", paired_result(2.0, 0.02, ref), paired_result(2.0, 0.3, ref, noisy=True))
+    assert not _submission(client, world, noisy)["ranked"]
+    agree = _entry(client, world, "root", paired_result(2.0, 0.02, ref), paired_result(2.1, 0.02, ref))
+    assert [r["submission_id"] for r in _board(client)] == [agree]

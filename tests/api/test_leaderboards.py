@@ -19,9 +19,10 @@ def test_ranks_best_per_user_with_ties_to_the_earlier_submission(client: TestCli
 
     headline = {"kind": "benchmark", "index": 0, "tflops": 0.25, "gbps": 310.0}
     cases = [{"kind": "test", "index": 0}, headline, {"kind": "benchmark", "index": 1, "tflops": 9.0, "gbps": 9.0}]
-    bob = entry("bob", passed_result(50.0, speedup=2.0, cases=cases), passed_result(51.0))
+    # the secret runs measured the same speedups (the score combines both runs: test_calibration)
+    bob = entry("bob", passed_result(50.0, speedup=2.0, cases=cases), passed_result(51.0, speedup=2.0))
     entry("alice", passed_result(100.0), passed_result(101.0))
-    alice_best = entry("alice", passed_result(50.0, speedup=2.1), passed_result(49.0))  # ties bob, later
+    alice_best = entry("alice", passed_result(50.0, speedup=2.1), passed_result(49.0, speedup=2.1))  # ties bob, later
     # not ranked: the secret run failed; a test-mode run; a run still waiting for its secret half
     entry("root", passed_result(10.0), {"status": "failed", "message": "mismatch", "cases": []})
     entry("root", passed_result(5.0), mode="test")
