@@ -248,9 +248,13 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
     sub.score_ns = sub.score_low_ns = sub.score_high_ns = None
     if sub.ranked and combined is not None:
         # on the public run's own basis until the board's calibration re-bases it (always, below)
-        value, low, high = combined.scaled(float(public.score_ns) * float(public.result["speedup"]))
-        sub.score_ns = value
-        sub.score_low_ns, sub.score_high_ns = (low, high) if bounded else (None, None)
+        own = calibration.run_speedup(public.result)
+        if own is None:  # a report with a score and no speedup: its score as it stands
+            sub.score_ns = public.score_ns
+        else:
+            value, low, high = combined.scaled(float(public.score_ns) * own.estimate)
+            sub.score_ns = value
+            sub.score_low_ns, sub.score_high_ns = (low, high) if bounded else (None, None)
     if disagree and not failing:
         sub.message = (f"{sub.message}; not ranked: its runs disagree (speedups "
                        f"{' and '.join(f'{i.estimate:.3g}x' for i in measured)}): the machine's speed changed "

@@ -184,3 +184,13 @@ def test_runs_that_disagree_leave_the_submission_passed_and_unranked(client: Tes
     assert not _submission(client, world, noisy)["ranked"]
     agree = _entry(client, world, "root", paired_result(2.0, 0.02, ref), paired_result(2.1, 0.02, ref))
     assert [r["submission_id"] for r in _board(client)] == [agree]
+
+
+def test_a_run_reporting_a_score_without_a_speedup_is_recorded(client: TestClient, world: World) -> None:
+    """A runner's report is data: a public run with a score and no speedup beside a secret run
+    with one is recorded (no error), ranked on the public run's score as it stands."""
+    public = paired_result(2.0, 0.02, [1000.0, 1000.0])
+    del public["speedup"], public["speedup_ci"]
+    sid = _entry(client, world, "bob", public, paired_result(2.0, 0.02, [1000.0, 1000.0]))
+    body = _submission(client, world, sid)
+    assert body["status"] == "passed" and body["ranked"] and body["speedup"] == pytest.approx(2.0)
