@@ -145,11 +145,14 @@ class SubmissionPublic(_UtcTimes):
     status: SubmissionStatus = Field(description=", ".join(STATUSES) + ".")
     message: str
     score_ns: float | None = Field(description=(
-        "Ranked submissions: the geometric mean over benchmark cases of the board's calibrated reference time over "
-        "the case's paired speedup (ns), lower is better."))
+        "Ranked submissions: the board's calibrated reference time over the paired speedup, as a geometric mean "
+        "over benchmark cases (ns), lower is better; in leaderboard mode the speedup is over both runs."))
     score_ci_ns: list[float] | None = Field(default=None, description="The score's 95% interval [low, high] (ns).")
-    speedup: float | None = Field(description="Geometric mean over cases of the paired speedup over the reference.")
-    speedup_ci: list[float] | None = Field(default=None, description="The speedup's 95% interval [low, high].")
+    speedup: float | None = Field(description=(
+        "Geometric mean over cases of the paired speedup over the reference; in leaderboard mode the geometric mean "
+        "of the public and secret runs' speedups."))
+    speedup_ci: list[float] | None = Field(default=None, description=(
+        "The speedup's 95% interval [low, high]; in leaderboard mode it holds how far the two runs differ."))
     ranked: bool
     created_at: dt.datetime
     started_at: dt.datetime | None
@@ -177,12 +180,14 @@ class LeaderboardRowPublic(_UtcTimes):
     submission_id: int
     score_ns: float = Field(description=(
         "Lower is better: the geometric mean over benchmark cases of the board's calibrated reference time over the "
-        "case's speedup, measured side by side with the reference in one run (ns)."))
+        "case's speedup, measured side by side with the reference, over the submission's public and secret runs "
+        "(ns)."))
     score_ci_ns: list[float] | None = Field(default=None, description=(
         "The score's 95% interval [low, high] (ns); null for results measured before intervals were kept."))
     tied: bool = Field(default=False, description=(
         "Cannot be told apart from the entry above: their intervals overlap."))
-    speedup: float | None = Field(description="Geometric mean over cases of the paired speedup over the reference.")
+    speedup: float | None = Field(description=(
+        "Geometric mean over cases of the paired speedup over the reference, over the public and secret runs."))
     language: str
     submitted_at: dt.datetime
     needs_review: bool = Field(default=False, description="Marked for an admin's review: a speedup beyond the "
