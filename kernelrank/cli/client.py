@@ -236,7 +236,8 @@ class ApiClient:
 
 def eval_result(d: dict[str, Any]) -> "EvalResult":
     """An :class:`~kernelrank.runner.results.EvalResult` from a run's stored ``result``, tolerant of
-    keys the server added or removed (unknown keys dropped; non-dict logs dropped)."""
+    keys the server added or removed (unknown keys dropped; non-dict logs dropped; a case without
+    its kind, index, spec, verdict or message gets an empty one, not passed)."""
     from kernelrank.runner.results import CaseResult, EvalResult
 
     known = {f.name for f in fields(EvalResult)}
@@ -244,7 +245,9 @@ def eval_result(d: dict[str, Any]) -> "EvalResult":
     d = {k: v for k, v in d.items() if k in known}
     if not isinstance(d.get("logs"), dict):
         d.pop("logs", None)
-    d["cases"] = [{k: v for k, v in c.items() if k in case_keys} for c in d.get("cases") or [] if isinstance(c, dict)]
+    case_defaults = {"kind": "", "index": 0, "spec": {}, "passed": False, "message": ""}
+    d["cases"] = [{**case_defaults, **{k: v for k, v in c.items() if k in case_keys}}
+                  for c in d.get("cases") or [] if isinstance(c, dict)]
     defaults = (("mode", ""), ("problem", ""), ("revision", ""), ("device", ""), ("status", vocab.Verdict.error.value))
     for key, default in defaults:
         d.setdefault(key, default)
@@ -274,7 +277,9 @@ def submission_view(sub: dict[str, Any]) -> Any:
         if secret is None:
             parts.append(Text("secret-seed run: not run"))
         else:
-            msg = (secret.get("result") or {}).get("message", "") if secret.get("status") != vocab.Verdict.passed else ""
+            result = secret.get("result") or {}
+            msg = result.get("message", "") if secret.get("status") != vocab.Verdict.passed else _speedup_text(
+                result.get("speedup"), result.get("speedup_ci"), "speedup")
             parts.append(Text.assemble(("secret-seed run: ", "bold"),
                                        (str(secret.get("status")), status_style(secret.get("status"))),
                                        f"  {msg}" if msg else ""))
@@ -283,16 +288,30 @@ def submission_view(sub: dict[str, Any]) -> Any:
     status = str(sub.get("status"))
     line = Text.assemble((f"submission #{sub.get('id')}: ", "bold"), (status, status_style(status)),
                          f"  ({sub.get('problem')}, {sub.get('mode')}, {sub.get('device')}, {sub.get('language')})")
+    over_runs = _speedup_text(sub.get("speedup"), sub.get("speedup_ci"), "speedup over both runs")
     if sub.get("ranked"):
         ci = sub.get("score_ci_ns")
         line.append(f"  ranked with score {duration(sub.get('score_ns'))}"
-                    + (f" ({duration(ci[0])} .. {duration(ci[1])})" if ci else ""))
+                    + (f" ({duration(ci[0])} .. {duration(ci[1])})" if ci else "")
+                    + (f", {over_runs}" if over_runs else ""))
     elif sub.get("mode") == vocab.Mode.leaderboard and status in FINAL:
-        line.append("  not ranked")
+        why = str(sub.get("message") or "")
+        at = why.find("not ranked:")  # e.g. the runs disagree (services.submissions)
+        line.append("  not ranked" + (why[at + len("not ranked"):] if at >= 0 else ""))
     parts.append(line)
     if sub.get("message") and not public:
         parts.append(Text(str(sub["message"])))
     return Group(*parts)
+
+
+def _speedup_text(speedup: Any, ci: Any, label: str) -> str:
+    """``"<label> 1.23x (1.20x .. 1.26x)"``, or ``""`` without a speedup (a report is data)."""
+    if not isinstance(speedup, (int, float)) or isinstance(speedup, bool):
+        return ""
+    text = f"{label} {speedup:.3g}x"
+    if isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
+        text += f" ({ci[0]:.3g}x .. {ci[1]:.3g}x)"
+    return text
 
 
 def status_style(status: Any) -> str:

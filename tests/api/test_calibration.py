@@ -194,3 +194,20 @@ def test_a_run_reporting_a_score_without_a_speedup_is_recorded(client: TestClien
     sid = _entry(client, world, "bob", public, paired_result(2.0, 0.02, [1000.0, 1000.0]))
     body = _submission(client, world, sid)
     assert body["status"] == "passed" and body["ranked"] and body["speedup"] == pytest.approx(2.0)
+
+
+def test_the_cli_shows_the_speedup_over_both_runs_and_why_it_is_not_ranked(client: TestClient, world: World) -> None:
+    from rich.console import Console
+
+    from kernelrank.cli.client import submission_view
+
+    ref = [1000.0, 1000.0]
+    shown = {}
+    for user, secret in (("bob", 2.2), ("alice", 3.0)):
+        sid = _entry(client, world, user, paired_result(2.0, 0.02, ref), paired_result(secret, 0.02, ref))
+        console = Console(width=300, record=True, highlight=False)
+        console.print(submission_view(_submission(client, world, sid)))
+        shown[user] = console.export_text()
+    assert "secret-seed run: passed  speedup 2.2x (2.16x .. 2.24x)" in shown["bob"]
+    assert f"ranked with score" in shown["bob"] and f"speedup over both runs {math.sqrt(4.4):.3g}x" in shown["bob"]
+    assert "not ranked: its runs disagree (speedups 2x and 3x)" in shown["alice"]
