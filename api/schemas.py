@@ -152,7 +152,8 @@ class SubmissionPublic(_UtcTimes):
         "Geometric mean over cases of the paired speedup over the reference; in leaderboard mode the geometric mean "
         "of the public and secret runs' speedups."))
     speedup_ci: list[float] | None = Field(default=None, description=(
-        "The speedup's 95% interval [low, high]; in leaderboard mode it holds how far the two runs differ."))
+        "The speedup's 95% interval [low, high]; in leaderboard mode it holds how far the two runs differ, and is "
+        "never narrower than the spread between runs of the board's recent submissions."))
     ranked: bool
     created_at: dt.datetime
     started_at: dt.datetime | None

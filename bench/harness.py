@@ -56,6 +56,7 @@ from kernelrank.problems import Case, load_problem  # noqa: E402
 from kernelrank.runner.devices import cpu_threads, device_info  # noqa: E402
 from kernelrank.runner.harness import EvalOptions, evaluate, reference_submission  # noqa: E402
 from kernelrank.runner.results import json_ready  # noqa: E402
+from kernelrank.runner import stats  # noqa: E402
 from kernelrank.runner.stats import geometric_mean  # noqa: E402
 from kernelrank.services import calibration  # noqa: E402
 
@@ -195,12 +196,17 @@ class Score:
 
 
 def _scores(spec, src: str, options: EvalOptions, repeats: int, per_score: int) -> list[Score]:
-    """``repeats`` scores of ``src``, each from ``per_score`` leaderboard runs in a row."""
+    """``repeats`` scores of ``src``, each from ``per_score`` leaderboard runs in a row; as on a
+    board, the earlier scores' spreads between their runs are the floor of the next one's
+    interval (``stats.pooled_spread``, as ``calibration.board_spread`` pools a board's)."""
     noisy_above = spec.definition.timing["cpu"].noisy_above
-    out = []
+    out, spreads = [], []
     for _ in range(repeats):
         runs = _runs(spec, src, options, per_score)
-        _measured, combined, disagree = calibration.over_runs([r.to_dict() for r in runs if r.passed], noisy_above)
+        measured, combined, disagree = calibration.over_runs([r.to_dict() for r in runs if r.passed], noisy_above,
+                                                             stats.pooled_spread(spreads))
+        spread = stats.runs_spread(measured) if len(measured) == len(runs) else None
+        spreads += [spread] if spread is not None else []
         out.append(Score(runs, combined, disagree))
     return out
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 # -- summaries -------------------------------------------------------------------------------------
 
@@ -508,7 +508,7 @@ def run_noisy(combined: Interval, cases: int, noisy_above: float) -> bool:
 
 
 # -- between runs ----------------------------------------------------------------------------------
-def combine_runs(runs: Sequence[Interval]) -> Interval:
+def combine_runs(runs: Sequence[Interval], board: tuple[float, int] | None = None) -> Interval:
     """A submission's speedup from ``k`` runs of it (a leaderboard submission's public and secret
     runs), each a run's speedup over its cases with its 95% interval (:func:`combine`): the
     geometric mean of the runs' speedups, with an interval that holds how far the runs disagree.
@@ -530,12 +530,23 @@ def combine_runs(runs: Sequence[Interval]) -> Interval:
     then the runs' own, by Welch-Satterthwaite. That falls short of 95% when the speedup does move
     between runs: simulated with softmax's idle spread (sd 4% of the log between runs, each run
     +-3%), one run's interval holds the long-run speedup in about 52% of cases, two runs'
-    combination in about 77% (``tests/runner/test_stats.py``); a board's many submissions would
-    estimate the runs' spread far better than one submission's two runs (not done). Whether
-    the runs agree well enough to rank is a separate rule (:func:`runs_disagree`).
+    combination in about 77% (``tests/runner/test_stats.py``): two runs that happen to agree
+    say the machine holds still when it does not. So ``board``, the spread between runs pooled
+    over the board's other recent submissions (:func:`pooled_spread` of their
+    :func:`runs_spread`: many degrees of freedom), is a floor under the submission's own: the
+    runs' part is ``max(own tau^2, board tau^2, 0) / k``. A submission whose runs differ by more
+    than the board's keeps its own (its runs saw something); one whose runs happen to agree gets
+    the board's. With 30 earlier submissions the same simulation holds the truth in about 94%
+    of cases. Whether the runs agree well enough to rank is a separate rule
+    (:func:`runs_disagree`), on the submission's own runs.
     ``log_se`` of the result is its half width over its t; ``between_se`` holds the processes'
     part of the runs and the runs' part at that scale, neither of which more pairs shrink (the
     :attr:`Interval.within_half_width` that :func:`run_noisy` holds leaves them out).
+
+    Args:
+        runs: the runs' speedups with their 95% intervals, in any order.
+        board: ``(tau^2, degrees of freedom)`` of the board's spread between runs (of the log
+            speedup; :func:`pooled_spread`), or ``None`` (no other submission measured yet).
 
     One run: that run's interval unchanged.
 
@@ -555,6 +566,8 @@ def combine_runs(runs: Sequence[Interval]) -> Interval:
     if any(not math.isfinite(r.log_se) or r.df < 1 for r in runs):
         return Interval(math.exp(log_mean), 0.0, math.inf, math.inf, 0.0, n)
     runs_var = _runs_variance(runs)
+    if board is not None and board[1] >= 1:
+        runs_var = max(runs_var, board[0] / k)
     within_var = sum(r.log_se ** 2 for r in runs) / k ** 2
     denominator = sum((r.log_se ** 2 / k ** 2) ** 2 / r.df for r in runs)
     df = within_var ** 2 / denominator if denominator > 0 else math.inf
@@ -571,9 +584,35 @@ def combine_runs(runs: Sequence[Interval]) -> Interval:
 
 def _runs_variance(runs: Sequence[Interval]) -> float:
     """The runs' part of the squared standard error of their mean log speedup, ``max(tau^2, 0) / k``
-    (:func:`combine_runs`)."""
+    from the runs alone (:func:`combine_runs`)."""
+    spread = runs_spread(runs)
+    return max(spread[0], 0.0) / len(runs) if spread is not None else 0.0
+
+
+def runs_spread(runs: Sequence[Interval]) -> tuple[float, int] | None:
+    """``(tau^2, degrees of freedom)``: one submission's own estimate of how far its runs' speedups
+    move between runs beyond their own errors, ``var(log m_i) - mean(se_i^2)`` (of the log speedup;
+    :func:`process_variance` over runs) with ``k - 1`` degrees of freedom, *not* floored at 0: an
+    unbiased method-of-moments estimate, to be pooled over a board's submissions
+    (:func:`pooled_spread`; flooring each first would bias the pool upwards). ``None`` from fewer
+    than two runs or a run without a bounded interval (its ``log_se`` infinite) or speedup."""
+    if len(runs) < 2 or any(not (r.estimate > 0) or not math.isfinite(r.log_se) for r in runs):
+        return None
     tau2, df = process_variance({i: (math.log(r.estimate), r.log_se) for i, r in enumerate(runs)})
-    return max(tau2, 0.0) / len(runs) if df >= 1 else 0.0
+    return tau2, df
+
+
+def pooled_spread(spreads: Iterable[tuple[float, int]]) -> tuple[float, int] | None:
+    """``(tau^2, degrees of freedom)`` pooled over submissions' :func:`runs_spread`: their mean
+    weighted by degrees of freedom (each submission's spread is one sample of the machine's
+    between-run variance on that board; the method of moments pooled as variances are), floored
+    at 0, and the sum of the degrees of freedom. ``None`` when there is none (or only
+    non-finite ones)."""
+    usable = [(t, d) for t, d in spreads if math.isfinite(t) and d >= 1]
+    df = sum(d for _t, d in usable)
+    if not df:
+        return None
+    return max(sum(t * d for t, d in usable) / df, 0.0), df
 
 
 def runs_disagree(runs: Sequence[Interval], cases: int, noisy_above: float) -> bool:

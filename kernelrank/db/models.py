@@ -162,12 +162,17 @@ class Submission(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     score_ns: Mapped[float | None] = mapped_column(Float, default=None)
     speedup: Mapped[float | None] = mapped_column(Float, default=None)
-    #: the 95% interval of the public run's paired speedup, and of the score derived from it and the
-    #: board's calibration (:mod:`kernelrank.services.calibration`); NULL for results without one
+    #: the 95% interval of the paired speedup over the submission's runs (public and secret), and of
+    #: the score derived from it and the board's calibration (:mod:`kernelrank.services.calibration`);
+    #: NULL for results without one
     speedup_low: Mapped[float | None] = mapped_column(Float, default=None)
     speedup_high: Mapped[float | None] = mapped_column(Float, default=None)
     score_low_ns: Mapped[float | None] = mapped_column(Float, default=None)
     score_high_ns: Mapped[float | None] = mapped_column(Float, default=None)
+    #: how far its runs' speedups differ beyond their own errors (``stats.runs_spread``: tau^2 of the
+    #: log speedup, may be negative), pooled over a board's recent submissions into the floor of the
+    #: next ones' intervals (``calibration.board_spread``); NULL without two measured runs
+    runs_spread: Mapped[float | None] = mapped_column(Float, default=None)
     #: achieved TFLOP/s and GB/s of the headline case (the first benchmark case) of the public run,
     #: copied from it when the verdict is written so a leaderboard page never parses run results
     tflops: Mapped[float | None] = mapped_column(Float, default=None)

@@ -36,6 +36,10 @@ from kernelrank.runner.stats import Interval
 #: Runs that establish a board's calibration (the median of this many runs' reference times per
 #: case: one run taken by a busy machine moves it little).
 CALIBRATION_RUNS = 5
+#: Submissions whose spread between their two runs makes a board's (:func:`board_spread`): the most
+#: recent ones, so that the figure follows the machine; 50 degrees of freedom put the pooled
+#: variance within about +-40% (95%), where one submission's own is a chi-square on one.
+SPREAD_SUBMISSIONS = 50
 
 
 def run_reference_times(result: dict[str, Any]) -> list[float] | None:
@@ -73,7 +77,8 @@ def run_speedup(result: dict[str, Any]) -> Interval | None:
     return interval
 
 
-def over_runs(results: list[dict[str, Any]], noisy_above: float) -> tuple[list[Interval], Interval | None, bool]:
+def over_runs(results: list[dict[str, Any]], noisy_above: float,
+              board: tuple[float, int] | None = None) -> tuple[list[Interval], Interval | None, bool]:
     """A submission's speedup over its runs (a leaderboard submission's public and secret runs,
     timed one after the other by the same runner; the first result's benchmark cases are
     counted): ``(the runs' intervals, their combination, whether they disagree)``. The
@@ -81,15 +86,34 @@ def over_runs(results: list[dict[str, Any]], noisy_above: float) -> tuple[list[I
     they differ (:func:`~kernelrank.runner.stats.combine_runs`); they disagree when that is too
     wide to rank (:func:`~kernelrank.runner.stats.runs_disagree`, against ``noisy_above``, the
     problem's for the device). A run's own interval cannot see a change of the machine's speed
-    that lasts the whole run; a second run can (issue 14). A result without a speedup (one that
-    carries no timing) is left out; ``([], None, False)`` when none has one."""
+    that lasts the whole run; a second run can (issue 14). ``board`` is the board's spread between
+    runs (:func:`board_spread`), a floor under the submission's own in the interval. A result
+    without a speedup (one that carries no timing) is left out; ``([], None, False)`` when none
+    has one."""
     measured = [i for i in map(run_speedup, results) if i is not None]
     if not measured:
         return measured, None, False
     first = results[0]
     cases = sum(1 for c in first.get("cases") or [] if isinstance(c, dict) and c.get("kind") == "benchmark")
     disagree = math.isfinite(noisy_above) and stats.runs_disagree(measured, max(cases, 1), noisy_above)
-    return measured, stats.combine_runs(measured), disagree
+    return measured, stats.combine_runs(measured, board), disagree
+
+
+def board_spread(session: Session, revision_id: int, device: str, exclude_id: int | None = None) -> tuple[float, int] | None:
+    """The board's spread between runs: ``(tau^2, degrees of freedom)`` of the log speedup,
+    pooled (:func:`~kernelrank.runner.stats.pooled_spread`) over the :data:`SPREAD_SUBMISSIONS`
+    most recently finished submissions of the board (``exclude_id`` left out) that stored their
+    own (``submissions.runs_spread``, one degree of freedom each: a leaderboard submission's two
+    runs); ``None`` when none did. Two runs estimate their spread from one difference; a board's
+    many submissions, each such a difference on the same machine and reference, estimate it
+    well (issue 14, bench/README.md)."""
+    query = (select(Submission.runs_spread)
+             .where(Submission.problem_revision_id == revision_id, Submission.device == device,
+                    Submission.runs_spread.is_not(None))
+             .order_by(Submission.finished_at.desc(), Submission.id.desc()).limit(SPREAD_SUBMISSIONS))
+    if exclude_id is not None:
+        query = query.where(Submission.id != exclude_id)
+    return stats.pooled_spread((float(t), 1) for t in session.scalars(query))
 
 
 def get(session: Session, revision_id: int, device: str) -> Calibration | None:

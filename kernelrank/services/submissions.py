@@ -7,7 +7,8 @@ mode, plus ``secret`` in leaderboard mode. A leaderboard submission is ranked on
 passed, it was made before the problem's deadline and it is not disqualified, neither run was too
 noisy to rank nor interpreted (Triton's interpreter on the CPU), and the two runs agree; its score
 is the runs' paired speedup (the geometric mean of the two runs' speedups, with an interval that
-holds how far they differ: :func:`~kernelrank.runner.stats.combine_runs`) re-based on the board's
+holds how far they differ, never narrower than the board's recent submissions' runs differ:
+:func:`~kernelrank.runner.stats.combine_runs`, :func:`calibration.board_spread`) re-based on the board's
 calibration (:mod:`kernelrank.services.calibration`), with its 95% interval. Runs whose speedups
 differ too much to rank (:func:`~kernelrank.runner.stats.runs_disagree`: the machine's speed
 changed between them) leave it passed and unranked until it is measured again. A ``queued`` submission can be ``cancelled`` by its owner
@@ -37,7 +38,8 @@ from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.queue import device_class, job_time_limit
-from kernelrank.runner.stats import Interval  # torch-free
+from kernelrank.runner import stats  # torch-free
+from kernelrank.runner.stats import Interval
 from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, calibration
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 from kernelrank.vocab import (FINAL_STATUSES, MODES, RUN_KINDS, VERDICTS, Mode, RunKind, SubmissionStatus, Verdict,
@@ -234,14 +236,20 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
     flagged = [runs[k] for k in expected if runs[k].result.get("needs_review")]
     sub.needs_review = bool(flagged) and not failing
     sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None
-    measured, combined, disagree = _speedup_over_runs(sub, [runs[k] for k in expected])
+    interpreted = any(bool(runs[k].result.get("interpreted")) for k in expected)
+    board = (calibration.board_spread(session, sub.problem_revision_id, sub.device, exclude_id=sub.id)
+             if sub.mode == Mode.leaderboard else None)
+    measured, combined, disagree = _speedup_over_runs(sub, [runs[k] for k in expected], board)
+    # its own spread between runs, for the next submissions' floor (only two timed, passing runs)
+    own_spread = stats.runs_spread(measured) if len(measured) == len(expected) and not interpreted else None
+    sub.runs_spread = own_spread[0] if own_spread is not None and sub.mode == Mode.leaderboard and not failing else None
     sub.speedup = _finite(combined.estimate) if combined is not None else _finite(public.result.get("speedup"))
     bounded = combined is not None and combined.low > 0 and math.isfinite(combined.high)
     sub.speedup_low, sub.speedup_high = (combined.low, combined.high) if bounded else (None, None)
     # a run still too noisy after its extra time, or whose times measure Triton's interpreter, is
     # not ranked (its verdict stands); nor are runs that disagree (the machine's speed changed
     # between them); the score is re-based on the board's calibration
-    noisy = any(bool(runs[k].result.get("noisy")) or bool(runs[k].result.get("interpreted")) for k in expected)
+    noisy = interpreted or any(bool(runs[k].result.get("noisy")) for k in expected)
     sub.ranked = (sub.mode == Mode.leaderboard and not failing and public.score_ns is not None and not noisy
                   and not disagree and combined is not None and sub.disqualified_at is None
                   and takes_ranked(sub.problem_revision.problem, sub.created_at))
@@ -273,15 +281,18 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
         sub.guard = guard.scan(sub.code)
 
 
-def _speedup_over_runs(sub: Submission, runs: list[Run]) -> tuple[list[Interval], Interval | None, bool]:
+def _speedup_over_runs(sub: Submission, runs: list[Run],
+                       board: tuple[float, int] | None) -> tuple[list[Interval], Interval | None, bool]:
     """The submission's speedup over its passing runs (:func:`calibration.over_runs`), against the
-    problem's ``noisy_above`` for the submission's device; the public run comes first."""
+    problem's ``noisy_above`` for the submission's device and with the board's spread between
+    runs (:func:`calibration.board_spread`) as the floor of its interval; the public run comes
+    first."""
     try:
         noisy_above = definition(sub.problem_revision).timing[device_class(sub.device)].noisy_above
     except (KeyError, ValueError):
         noisy_above = math.inf
     ordered = sorted((r for r in runs if r.status == Verdict.passed), key=lambda r: r.kind != RunKind.public)
-    return calibration.over_runs([r.result for r in ordered], noisy_above)
+    return calibration.over_runs([r.result for r in ordered], noisy_above, board)
 
 
 def _finite(value: Any) -> float | None:

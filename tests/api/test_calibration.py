@@ -186,6 +186,43 @@ def test_runs_that_disagree_leave_the_submission_passed_and_unranked(client: Tes
     assert [r["submission_id"] for r in _board(client)] == [agree]
 
 
+def test_the_boards_spread_between_runs_is_the_floor_of_a_new_submissions_interval(client: TestClient,
+                                                                                     world: World) -> None:
+    """Earlier submissions of the board whose two runs differed by 8% (each run known to +-2%,
+    not enough to disagree) stored their spread; a new submission whose runs happen to agree
+    exactly gets an interval at least as wide as the board's spread says (stats.combine_runs with
+    calibration.board_spread), where its two runs alone would say +-1.4%. The first submission,
+    on an empty board, had only its own. Another device's board does not count."""
+    from kernelrank.runner import stats
+
+    ref = [1000.0, 1000.0]
+    first = _entry(client, world, "bob", paired_result(2.0, 0.02, ref), paired_result(2.16, 0.02, ref))
+    for user in ("alice", "root"):
+        _entry(client, world, user, paired_result(2.0, 0.02, ref), paired_result(2.16, 0.02, ref))
+    steady = _entry(client, world, "bob", paired_result(2.0, 0.02, ref), paired_result(2.0, 0.02, ref))
+    runs = [stats.Interval.from_bounds(s, s * 0.98, s * 1.02) for s in (2.0, 2.16)]
+    own = stats.runs_spread(runs)
+    assert own is not None
+    alone = stats.combine_runs([stats.Interval.from_bounds(2.0, 1.96, 2.04)] * 2)
+    expected = stats.combine_runs([stats.Interval.from_bounds(2.0, 1.96, 2.04)] * 2, (own[0], 3))
+    body = _submission(client, world, steady)
+    assert body["ranked"] and body["speedup"] == pytest.approx(2.0)
+    assert body["speedup_ci"] == pytest.approx([expected.low, expected.high])
+    assert expected.half_width > 2 * alone.half_width
+    first_body = _submission(client, world, first)  # on an empty board: its runs' own spread
+    assert first_body["speedup_ci"] == pytest.approx([stats.combine_runs(runs).low, stats.combine_runs(runs).high])
+
+    from kernelrank.db.models import Submission
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import calibration
+
+    with session_scope() as s:
+        sub = s.get(Submission, steady)
+        assert sub.runs_spread == pytest.approx(stats.runs_spread([runs[0], runs[0]])[0])
+        assert calibration.board_spread(s, sub.problem_revision_id, "cpu", exclude_id=None) is not None
+        assert calibration.board_spread(s, sub.problem_revision_id, "cuda:h100") is None
+
+
 def test_a_run_reporting_a_score_without_a_speedup_is_recorded(client: TestClient, world: World) -> None:
     """A runner's report is data: a public run with a score and no speedup beside a secret run
     with one is recorded (no error), ranked on the public run's score as it stands."""

@@ -312,32 +312,68 @@ def test_an_interval_read_back_from_its_bounds_or_its_dict() -> None:
         stats.Interval.from_bounds(0.0, 0.0, 1.0)
 
 
-@pytest.mark.parametrize(("sd", "single", "combined", "disagree"), [
-    (0.0, (0.93, 0.97), (0.95, 0.98), (0.0, 0.005)),
-    (0.04, (0.45, 0.60), (0.72, 0.82), (0.01, 0.06)),
+@pytest.mark.parametrize(("sd", "single", "combined", "on_a_board", "disagree"), [
+    (0.0, (0.93, 0.97), (0.95, 0.98), (0.95, 0.99), (0.0, 0.005)),
+    (0.04, (0.45, 0.60), (0.72, 0.82), (0.93, 0.98), (0.01, 0.06)),
+    (0.08, (0.20, 0.40), (0.66, 0.76), (0.93, 0.98), (0.15, 0.30)),
 ])
 def test_two_runs_intervals_hold_the_truth_better_than_one(sd: float, single: tuple[float, float],
                                                            combined: tuple[float, float],
+                                                           on_a_board: tuple[float, float],
                                                            disagree: tuple[float, float]) -> None:
     """Simulated pairs of runs whose true speedup moves between runs by ``sd`` (of the log), each
-    run known to +-3%. Steady (sd 0): both hold the truth in 95% of cases, and runs never
+    run known to +-3%. Steady (sd 0): all hold the truth in 95% of cases, and runs never
     disagree. With softmax's spread between idle runs (sd 4%, bench/README.md), one run's
     interval holds the long-run speedup in about half the runs, the two runs' combined interval
-    in about three quarters: better, not 95%, a known cost of estimating the runs' spread from
-    two runs (DerSimonian and Laird's normal quantile), and 3% of such submissions are not
-    ranked."""
+    alone in about three quarters (the runs' spread estimated from one difference, with
+    DerSimonian and Laird's normal quantile), and 3% of such submissions are not ranked. On a
+    board whose 30 earlier submissions' spreads make the floor (``stats.pooled_spread``, as
+    ``calibration.board_spread`` does), about 95%, at every spread."""
     rng = random.Random(14)
-    held_single = held = refused = 0
-    trials = 4000
-    for _ in range(trials):
+    held_single = held = held_board = refused = 0
+    trials, earlier = 4000, 30
+    spreads: list[tuple[float, int]] = []
+    for i in range(trials + earlier):
         runs = [_run(math.exp(rng.gauss(0.0, sd) + rng.gauss(0.0, 0.015)), 0.015) for _ in range(2)]
+        board = stats.pooled_spread(spreads[-earlier:])
+        spreads.append(stats.runs_spread(runs))
+        if i < earlier:
+            continue
         held_single += runs[0].low <= 1.0 <= runs[0].high
         c = stats.combine_runs(runs)
         held += c.low <= 1.0 <= c.high
+        b = stats.combine_runs(runs, board)
+        assert b.low <= c.low and c.high <= b.high  # a floor: never narrower than the runs' own
+        held_board += b.low <= 1.0 <= b.high
         refused += stats.runs_disagree(runs, 4, 0.25)
     assert single[0] < held_single / trials < single[1]
     assert combined[0] < held / trials < combined[1]
+    assert on_a_board[0] < held_board / trials < on_a_board[1]
     assert disagree[0] <= refused / trials < disagree[1]
+
+
+def test_a_boards_spread_between_runs_is_a_floor_under_a_submissions_own() -> None:
+    """``runs_spread`` is a submission's own tau^2 (negative when its runs agree better than their
+    errors say: kept so that a pool is unbiased); ``pooled_spread`` weighs them by degrees of
+    freedom and floors the pool at 0; ``combine_runs`` takes the larger of its runs' own and
+    the board's."""
+    agree = [_run(1.00, 0.015), _run(1.01, 0.015)]
+    own, df = stats.runs_spread(agree)
+    assert df == 1 and own == pytest.approx(statistics.variance([0.0, math.log(1.01)]) - 0.015 ** 2) and own < 0
+    assert stats.runs_spread(agree[:1]) is None
+    assert stats.runs_spread([agree[0], stats.Interval.from_bounds(1.0, 0.0, math.inf)]) is None
+    assert stats.pooled_spread([(0.004, 1), (-0.001, 1), (0.001, 2)]) == pytest.approx((0.00125, 4))
+    assert stats.pooled_spread([(-0.002, 1), (0.001, 1)]) == (0.0, 2)
+    assert stats.pooled_spread([]) is None and stats.pooled_spread([(math.nan, 1), (0.1, 0)]) is None
+    board = (0.04 ** 2, 30)  # the machine's speed moves by 4% between runs
+    c = stats.combine_runs(agree, board)
+    half = math.sqrt((stats.t975(c.df) * 0.015 / math.sqrt(2)) ** 2 + stats.Z975 ** 2 * 0.04 ** 2 / 2)
+    assert math.log(c.high / c.estimate) == pytest.approx(half)
+    assert c.half_width > stats.combine_runs(agree).half_width
+    apart = [_run(1.0, 0.015), _run(1.15, 0.015)]  # its own spread is the larger: it stands
+    assert stats.combine_runs(apart, board) == stats.combine_runs(apart)
+    assert stats.combine_runs(agree, (0.0, 0)) == stats.combine_runs(agree)  # no degrees of freedom: no board
+    assert stats.combine_runs(agree[:1], board) == agree[0]
 
 
 SCORES = sorted((FIXTURES / "scores").glob("*.json"))
