@@ -536,7 +536,7 @@ def combine_runs(runs: Sequence[Interval], board: tuple[float, int] | None = Non
     :func:`runs_spread`: many degrees of freedom), is a floor under the submission's own: the
     runs' part is ``max(own tau^2, board tau^2, 0) / k``. A submission whose runs differ by more
     than the board's keeps its own (its runs saw something); one whose runs happen to agree gets
-    the board's. With 30 earlier submissions the same simulation holds the truth in about 94%
+    the board's. With 30 earlier submissions the same simulation holds the truth in about 95%
     of cases. Whether the runs agree well enough to rank is a separate rule
     (:func:`runs_disagree`), on the submission's own runs.
     ``log_se`` of the result is its half width over its t; ``between_se`` holds the processes'
