@@ -237,12 +237,14 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
     sub.needs_review = bool(flagged) and not failing
     sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None
     interpreted = any(bool(runs[k].result.get("interpreted")) for k in expected)
+    # the board's spread only counts where two runs are combined (a failing run leaves one at most)
     board = (calibration.board_spread(session, sub.problem_revision_id, sub.device, exclude_id=sub.id)
-             if sub.mode == Mode.leaderboard else None)
+             if sub.mode == Mode.leaderboard and not failing else None)
     measured, combined, disagree = _speedup_over_runs(sub, [runs[k] for k in expected], board)
-    # its own spread between runs, for the next submissions' floor (only two timed, passing runs)
+    # its own spread between runs, for the next submissions' floor: every expected run passed and
+    # was timed (``measured`` holds passing runs only; one run, as outside leaderboard mode, has none)
     own_spread = stats.runs_spread(measured) if len(measured) == len(expected) and not interpreted else None
-    sub.runs_spread = own_spread[0] if own_spread is not None and sub.mode == Mode.leaderboard and not failing else None
+    sub.runs_spread = own_spread[0] if own_spread is not None else None
     sub.speedup = _finite(combined.estimate) if combined is not None else _finite(public.result.get("speedup"))
     bounded = combined is not None and combined.low > 0 and math.isfinite(combined.high)
     sub.speedup_low, sub.speedup_high = (combined.low, combined.high) if bounded else (None, None)
