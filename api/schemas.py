@@ -159,7 +159,11 @@ class SubmissionPublic(_UtcTimes):
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     progress: dict[str, Any]
-    attempt: int = Field(default=1, description="1, plus one per requeue; ``runs`` are this attempt's.")
+    attempt: int = Field(default=1, description="1, plus one per requeue or measurement made again.")
+    measurements: int = Field(default=1, description=(
+        "Measurements its verdict and score are made of: 1, plus one per time the service measured it again "
+        "(a leaderboard submission whose runs were too noisy to rank or disagree: both runs again, all "
+        "combined). ``runs`` are those measurements' runs, by ``attempt``."))
     disqualified: bool = False
     needs_review: bool = False
     review_reason: str | None = None

@@ -181,33 +181,49 @@ def _runs(spec, src: str, options: EvalOptions, repeats: int) -> list:
 
 @dataclass
 class Score:
-    """One leaderboard score as the service makes it: a submission's runs (public, then secret,
-    one after the other), their combined speedup (``calibration.over_runs``) and whether it is
-    ranked (every run passed and none is noisy, and the runs agree)."""
+    """One leaderboard score as the service makes it: a submission's measurements, each its runs
+    (public, then secret, one after the other), made again while the score is not rankable up
+    to ``--remeasures`` times, all runs combined (``calibration.over_measurements``, the
+    service's rule)."""
 
-    runs: list
-    combined: Any
-    disagree: bool
+    measurements: list
+    judged: Any
+
+    @property
+    def runs(self) -> list:
+        return [r for m in self.measurements for r in m]
+
+    @property
+    def combined(self) -> Any:
+        return self.judged.combined
+
+    @property
+    def disagree(self) -> bool:
+        return self.judged.disagree
 
     @property
     def ranked(self) -> bool:
-        return (self.combined is not None and not self.disagree
-                and all(r.passed and r.speedup and not r.noisy for r in self.runs))
+        return self.judged.rankable and all(r.passed for r in self.runs)
 
 
-def _scores(spec, src: str, options: EvalOptions, repeats: int, per_score: int) -> list[Score]:
-    """``repeats`` scores of ``src``, each from ``per_score`` leaderboard runs in a row; as on a
-    board, the earlier scores' spreads between their runs are the floor of the next one's
-    interval (``stats.pooled_spread``, as ``calibration.board_spread`` pools a board's)."""
+def _scores(spec, src: str, options: EvalOptions, repeats: int, per_score: int, remeasures: int = 0) -> list[Score]:
+    """``repeats`` scores of ``src``, each from ``per_score`` leaderboard runs in a row, measured
+    again (``per_score`` more runs) while not rankable, at most ``remeasures`` times
+    (``calibration.measure_again``, as the service does); as on a board, the earlier scores'
+    first measurements' spreads between their runs are the floor of the next one's interval
+    (``stats.pooled_spread``, as ``calibration.board_spread`` pools a board's)."""
     noisy_above = spec.definition.timing["cpu"].noisy_above
     out, spreads = [], []
     for _ in range(repeats):
-        runs = _runs(spec, src, options, per_score)
-        measured, combined, disagree = calibration.over_runs([r.to_dict() for r in runs if r.passed], noisy_above,
-                                                             stats.pooled_spread(spreads))
-        spread = stats.runs_spread(measured) if len(measured) == len(runs) else None
-        spreads += [spread] if spread is not None else []
-        out.append(Score(runs, combined, disagree))
+        measurements: list[list] = []
+        while True:
+            measurements.append(_runs(spec, src, options, per_score))
+            judged = calibration.over_measurements([[r.to_dict() for r in m] for m in measurements], noisy_above,
+                                                   stats.pooled_spread(spreads))
+            if not calibration.measure_again(judged, len(measurements), remeasures):
+                break
+        spreads += [judged.spread] if judged.spread is not None else []
+        out.append(Score(measurements, judged))
     return out
 
 
@@ -222,7 +238,9 @@ def _cases_line(r) -> str:
 
 def _print_score(i: int, score: Score, basis: float | None) -> None:
     for j, r in enumerate(score.runs):
-        name = ("public", "secret")[j] if len(score.runs) == 2 else f"run {j + 1}"
+        per = len(score.measurements[0])
+        name = (f"measurement {j // per + 1}, " if len(score.measurements) > 1 else "") + (
+            ("public", "secret")[j % per] if per == 2 else f"run {j % per + 1}")
         if not (r.passed and r.speedup):
             print(f"   score {i + 1}, {name}: {r.status.value}: {r.message[:200]}")
             continue
@@ -233,6 +251,8 @@ def _print_score(i: int, score: Score, basis: float | None) -> None:
     if c is None:
         return
     what = "ranked" if score.ranked else ("NOT RANKED: the runs disagree" if score.disagree else "NOT RANKED")
+    if len(score.measurements) > 1:
+        what += f" (after {len(score.measurements)} measurements)"
     time_part = f"score {basis / c.estimate / 1e3:9.1f} µs  " if basis else ""
     print(f"   score {i + 1}: {time_part}speedup {c.estimate:.3f} ({c.low:.3f} .. {c.high:.3f}, ±{c.half_width:.1%})  {what}")
 
@@ -251,10 +271,12 @@ def record(path: Path, problem: str, label: str, file: str, scores: list[Score])
 
 
 def condition(spec, options: EvalOptions, example: Path, repeats: int, label: str,
-              timer: list[float] | None = None, per_score: int = 2, recording: Path | None = None) -> None:
+              timer: list[float] | None = None, per_score: int = 2, recording: Path | None = None,
+              remeasures: int = 0) -> None:
     print(f"\n3. {label} (load average {os.getloadavg()[0]:.2f}): {repeats} leaderboard scores each, "
-          f"each from {per_score} runs in a row (the service's public and secret runs)")
-    scores = _scores(spec, example.read_text(), options, repeats, per_score)
+          f"each from {per_score} runs in a row (the service's public and secret runs), measured again "
+          f"up to {remeasures} times while not rankable")
+    scores = _scores(spec, example.read_text(), options, repeats, per_score, remeasures)
     runs = [r for s in scores for r in s.runs]
     passed = [r for r in runs if r.passed and r.speedup]
     cases = len(spec.definition.benchmark_cases("cpu"))
@@ -279,7 +301,7 @@ def condition(spec, options: EvalOptions, example: Path, repeats: int, label: st
         line = "; ".join(f"{s:.3f}x" + (f" (Timer {t:.3f}x)" if timer else "") for s, t in zip(per_case, timer or per_case))
         print(f"   per case, the median of the runs' speedups: {line}")
     same_label, same_source = identical_source(spec)
-    same_scores = _scores(spec, same_source, options, repeats, per_score)
+    same_scores = _scores(spec, same_source, options, repeats, per_score, remeasures)
     same = [r for s in same_scores for r in s.runs]
     print(f"   {same_label} (identical to the reference: speedup 1 by construction)")
     for i, score in enumerate(same_scores):
@@ -320,6 +342,8 @@ def main() -> None:
     parser.add_argument("--skip-basics", action="store_true", help="leave out figures 1 and 2")
     parser.add_argument("--runs-per-score", type=int, default=2,
                         help="leaderboard runs per score (the service: 2, its public and secret runs)")
+    parser.add_argument("--remeasures", type=int, default=2,
+                        help="times a score not rankable is measured again (the service: settings.remeasures)")
     parser.add_argument("--record", type=Path, help="append the scores' runs to this JSON recording")
     parser.add_argument("--timer-speedups", type=Path, help=argparse.SUPPRESS)  # figure 2b's own process
     args = parser.parse_args()
@@ -348,7 +372,7 @@ def main() -> None:
             with hog() if name == "hog" else contextlib.nullcontext():
                 label = "with bench/cpu_hog.py spinning on one CPU" if name == "hog" else "idle (no hog of ours)"
                 condition(spec, options, examples / f"{args.example}.py", args.repeats, label, timer,
-                          args.runs_per_score, args.record)
+                          args.runs_per_score, args.record, args.remeasures)
     torch.set_num_threads(threads)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from celery import signals
 from sqlalchemy.exc import OperationalError
 
-from kernelrank.queue import CONTROL_QUEUE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, device_class, get_celery
+from kernelrank.queue import CONTROL_QUEUE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, device_class, get_celery, send_job
 
 log = logging.getLogger("kernelrank.control")
 
@@ -49,18 +49,30 @@ def job_started(submission_id: int, runner: str, attempt: int | None = None) -> 
 @app.task(name=RECORD_RESULT, **_RETRY)
 def record_result(submission_id: int, kind: str, result: dict[str, Any], runner: str,
                   attempt: int | None = None) -> bool:
-    """Store one run's result (once); the verdict is set when every expected run is in.
+    """Store one run's result (once); the verdict is set when every expected run is in, or the
+    submission is measured again (``settings.remeasures``): that job is sent once the result is
+    committed (if sending fails it stays ``queued`` and the sweeper sends it again).
     Returns whether anything was written."""
     from kernelrank.db.session import session_scope
     from kernelrank.services import ServiceError, submissions
+    from kernelrank.settings import get_settings
 
+    again: list[tuple[dict[str, Any], str, float]] = []
     try:
         with session_scope() as session:
             written = submissions.record_run(session, int(submission_id), str(kind), dict(result), str(runner),
-                                             attempt)
+                                             attempt, remeasures=get_settings().remeasures,
+                                             again=lambda *job: again.append(job))
     except ServiceError as e:
         log.warning("result of submission %s (%s run) dropped: %s", submission_id, kind, e.message)
         return False
+    for message, queue, time_limit in again:
+        try:
+            send_job(message, queue, time_limit)
+            log.info("submission %s: measured again (attempt %s) on %s", submission_id, message.get("attempt"), queue)
+        except Exception as e:  # noqa: BLE001 - stays queued: the sweeper sends it again
+            log.error("submission %s: could not queue its next measurement on %s: %s", submission_id, queue,
+                      type(e).__name__)
     if not written:
         log.info("result of submission %s (%s run) not recorded: already recorded, or the submission is finished",
                  submission_id, kind)

@@ -78,6 +78,11 @@ class Settings(BaseSettings):
     #: Times a job may be started before it ends as ``error`` ("the runner died N times running
     #: this job"): runners that die or vanish mid-job get it again up to this bound.
     job_max_attempts: int = Field(default=3, ge=1)
+    #: Times a passing leaderboard submission is measured again, by itself, when its runs were too
+    #: noisy to rank or disagree (the machine's speed moved between them): each time both runs
+    #: again, all its runs then combined (``calibration.over_measurements``); 0 turns it off (an
+    #: admin's requeue still measures it afresh).
+    remeasures: int = Field(default=2, ge=0, le=10)
     #: A ``running`` job whose runner has sent no heartbeat for this long is requeued by the sweeper
     #: (and a redelivered copy may start). Keep it well above ``heartbeat_seconds`` and below
     #: ``broker_visibility_timeout``.

@@ -42,12 +42,12 @@ def control(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     clear()
 
 
-def _submission(mode: str = "test") -> int:
+def _submission(mode: str = "test", user_name: str | None = None) -> int:
     from kernelrank.db.session import session_scope
     from kernelrank.services import submissions, users
 
     with session_scope() as s:
-        user, _ = users.create_user(s, f"u{mode}")
+        user, _ = users.create_user(s, user_name or f"u{mode}")
         sub = submissions.create_submission(s, user, "softmax", "cpu", mode, KERNEL, "k.py", {"cpu"}, 1 << 20,
                                             lambda job, queue, limit: None)
         return sub.id
@@ -104,3 +104,30 @@ def test_heartbeat_registers_the_runner_and_drops_non_device_queues(control: Any
         online = runners.online(s, 60)
         assert [(r.name, r.device, r.jobs_done) for r in online] == [("h:1:cpu", "cpu", 3)]
         assert runners.served_devices(s, 60) == {"cpu"}
+
+
+def test_a_leaderboard_submission_whose_runs_disagree_is_sent_to_be_measured_again(
+        control: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control worker sends the next measurement's job after committing the result (attempt
+    2, same queue); when the broker refuses it, the submission stays ``queued`` for the sweeper."""
+    sent: list[tuple[dict[str, Any], str, float]] = []
+    monkeypatch.setattr(control, "send_job", lambda message, queue, limit: sent.append((message, queue, limit)))
+
+    def run(speedup: float) -> dict[str, Any]:
+        return {**_result(score=1e6 / speedup), "speedup": speedup, "speedup_ci": [speedup * 0.98, speedup * 1.02],
+                "cases": [{"kind": "benchmark", "index": 0, "pairing": {"reference_run_ns": 1e6}}]}
+
+    sid = _submission("leaderboard")
+    assert control.record_result(sid, "public", run(2.0), "h:1:cpu", 1) is True
+    assert control.record_result(sid, "secret", run(3.0), "h:1:cpu", 1) is True
+    assert [(m["submission_id"], m["attempt"], q) for m, q, _ in sent] == [(sid, 2, "cpu")]
+    assert _read(sid)[:2] == ("queued", False)
+
+    def refuse(message: dict[str, Any], queue: str, limit: float) -> None:
+        raise ConnectionError("broker down")
+
+    monkeypatch.setattr(control, "send_job", refuse)
+    other = _submission("leaderboard", "another")
+    control.record_result(other, "public", run(2.0), "h:1:cpu", 1)
+    assert control.record_result(other, "secret", run(3.0), "h:1:cpu", 1) is True
+    assert _read(other)[:2] == ("queued", False)

@@ -217,10 +217,11 @@ def _public_result(result: dict[str, Any], full: bool) -> dict[str, Any]:
 def _public(sub: Submission, full: bool, with_code: bool, admin: bool = False) -> SubmissionPublic:
     """The submission as ``SubmissionPublic``; ``full`` (owner or admin) adds messages' details
     and the disqualification reason, ``with_code`` the code and logs, ``admin`` the kernelguard
-    signal. Runs: the current attempt's."""
+    signal. Runs: those of the measurements that count (the current attempt's, and the earlier
+    ones it was measured again after)."""
     rev = sub.problem_revision
-    runs = sub.current_runs
-    logs = "".join(f"=== {run.kind} run ===\n{run.logs}\n" for run in runs if run.logs) if with_code else None
+    runs = sub.counted_runs
+    logs = "".join(f"=== {run.kind} run (attempt {run.attempt}) ===\n{run.logs}\n" for run in runs if run.logs) if with_code else None
     return SubmissionPublic(
         id=sub.id, user=sub.user.name, problem=rev.problem.name, revision=rev.revision, device=sub.device,
         mode=sub.mode, language=sub.language, status=sub.status,
@@ -229,7 +230,7 @@ def _public(sub: Submission, full: bool, with_code: bool, admin: bool = False) -
         score_ci_ns=None if sub.score_low_ns is None or sub.score_high_ns is None else [sub.score_low_ns, sub.score_high_ns],
         speedup_ci=None if sub.speedup_low is None or sub.speedup_high is None else [sub.speedup_low, sub.speedup_high],
         started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
-        attempt=sub.attempt, disqualified=sub.disqualified_at is not None,
+        attempt=sub.attempt, measurements=sub.measurements, disqualified=sub.disqualified_at is not None,
         disqualified_reason=sub.disqualified_reason if full else None,
         needs_review=sub.needs_review, review_reason=sub.review_reason, guard=sub.guard if admin else None,
         runs=[RunPublic(kind=r.kind, attempt=r.attempt, status=r.status, score_ns=r.score_ns,

@@ -258,6 +258,25 @@ def _run_of(sub: dict[str, Any], kind: str) -> dict[str, Any] | None:
     return next((r for r in sub.get("runs") or [] if r.get("kind") == kind), None)
 
 
+def _measured_again(sub: dict[str, Any]) -> list[Any]:
+    """A line per measurement the service made again (runs of a later attempt than the first
+    shown): each run's status and speedup."""
+    from rich.text import Text
+
+    runs = [r for r in sub.get("runs") or [] if isinstance(r, dict)]
+    attempts = sorted({r["attempt"] for r in runs if isinstance(r.get("attempt"), int)})
+    lines = []
+    for attempt in attempts[1:]:
+        said = []
+        for r in (r for r in runs if r.get("attempt") == attempt):
+            result = r.get("result") if isinstance(r.get("result"), dict) else {}
+            figure = _speedup_text(result.get("speedup"), result.get("speedup_ci"), "speedup")
+            said.append(f"{r.get('kind')} {r.get('status')}" + (f" {figure}" if figure else "")
+                        + (" (noisy)" if result.get("noisy") else ""))
+        lines.append(Text.assemble((f"measured again (attempt {attempt}): ", "bold"), "; ".join(said)))
+    return lines
+
+
 def submission_view(sub: dict[str, Any]) -> Any:
     """The public run's result tables (as ``kernelrank eval`` prints them), the secret run's status
     in leaderboard mode, and the submission's verdict line."""
@@ -283,12 +302,15 @@ def submission_view(sub: dict[str, Any]) -> Any:
             parts.append(Text.assemble(("secret-seed run: ", "bold"),
                                        (str(secret.get("status")), status_style(secret.get("status"))),
                                        f"  {msg}" if msg else ""))
+        parts.extend(_measured_again(sub))
     if sub.get("logs") and not (public and isinstance((public.get("result") or {}).get("logs"), dict)):
         parts.append(Panel(Text(str(sub["logs"])), title="submission logs"))
     status = str(sub.get("status"))
     line = Text.assemble((f"submission #{sub.get('id')}: ", "bold"), (status, status_style(status)),
                          f"  ({sub.get('problem')}, {sub.get('mode')}, {sub.get('device')}, {sub.get('language')})")
-    over_runs = _speedup_text(sub.get("speedup"), sub.get("speedup_ci"), "speedup over both runs")
+    timed = sum(1 for r in sub.get("runs") or [] if isinstance(r, dict) and r.get("status") == vocab.Verdict.passed)
+    over_runs = _speedup_text(sub.get("speedup"), sub.get("speedup_ci"),
+                              f"speedup over its {timed} runs" if timed > 2 else "speedup over both runs")
     if sub.get("ranked"):
         ci = sub.get("score_ci_ns")
         line.append(f"  ranked with score {duration(sub.get('score_ns'))}"

@@ -186,8 +186,14 @@ class Submission(Base):
     #: beside the review mark; it never changes the verdict. ``None``: not scanned yet.
     guard: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     progress: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    #: 1 for the first evaluation, +1 per requeue; runs of older attempts are history.
+    #: 1 for the first evaluation, +1 per requeue or measurement made again; runs of attempts
+    #: before ``measured_from`` are history.
     attempt: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
+    #: The first attempt whose runs count: a requeue moves it to the new attempt (judged afresh); a
+    #: measurement made again by the service (its runs too noisy or disagreeing: settings'
+    #: ``remeasures``) does not, and its runs are combined with the earlier ones
+    #: (``calibration.over_measurements``).
+    measured_from: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     disqualified_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     #: Shown to the author and admins.
     disqualified_reason: Mapped[str | None] = mapped_column(Text, default=None)
@@ -210,6 +216,17 @@ class Submission(Base):
     def current_runs(self) -> list["Run"]:
         """Runs of the current attempt."""
         return [r for r in self.runs if r.attempt == self.attempt]
+
+    @property
+    def counted_runs(self) -> list["Run"]:
+        """Runs of every attempt that counts (``measured_from`` on): the measurements the verdict
+        and score are made of, in order."""
+        return [r for r in self.runs if r.attempt >= self.measured_from]
+
+    @property
+    def measurements(self) -> int:
+        """Measurements the current judgement made or is making (1 + those made again)."""
+        return self.attempt - self.measured_from + 1
 
     __table_args__ = (
         # the leaderboard: ranked entries of one revision and device, by score

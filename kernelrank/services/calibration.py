@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select
@@ -32,6 +33,7 @@ from sqlalchemy.orm import Session
 from kernelrank.db.models import Calibration, Submission
 from kernelrank.runner import stats  # torch-free
 from kernelrank.runner.stats import Interval
+from kernelrank.vocab import Verdict
 
 #: Runs that establish a board's calibration (the median of this many runs' reference times per
 #: case: one run taken by a busy machine moves it little).
@@ -97,6 +99,70 @@ def over_runs(results: list[dict[str, Any]], noisy_above: float,
     cases = sum(1 for c in first.get("cases") or [] if isinstance(c, dict) and c.get("kind") == "benchmark")
     disagree = math.isfinite(noisy_above) and stats.runs_disagree(measured, max(cases, 1), noisy_above)
     return measured, stats.combine_runs(measured, board), disagree
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A leaderboard submission's measurements judged together (:func:`over_measurements`).
+
+    ``runs``: every run's speedup with its interval (passing, timed runs, in order);
+    ``combined``: their combination (``None`` when none has a speedup); ``disagree``: the runs
+    disagree too much to rank (:func:`~kernelrank.runner.stats.runs_disagree`); ``noisy``: a run
+    of the latest measurement is too noisy to rank (its ``noisy`` flag); ``spread``: the first
+    measurement's own spread between its runs (:func:`~kernelrank.runner.stats.runs_spread`), for
+    the board's pool, ``None`` unless every run of it passed and was timed."""
+
+    runs: list[Interval]
+    combined: Interval | None
+    disagree: bool
+    noisy: bool
+    spread: tuple[float, int] | None
+
+    @property
+    def rankable(self) -> bool:
+        """Whether the speed is known well enough to rank: a combination, no noisy run in the
+        latest measurement, runs that agree."""
+        return self.combined is not None and not self.noisy and not self.disagree
+
+
+def over_measurements(measurements: list[list[dict[str, Any]]], noisy_above: float,
+                      board: tuple[float, int] | None = None) -> Measured:
+    """A leaderboard submission's speedup over all its measurements, each the list of its run
+    results (public, then secret), the earliest first: the one rule the service
+    (:func:`kernelrank.services.submissions.record_run`) and ``bench/harness.py`` rank by.
+
+    Every passing, timed run of every measurement is combined (:func:`over_runs`), noisy ones
+    too: a run is never dropped for being noisy, since a kernel that made its slow runs erratic
+    would otherwise be scored on its steady fast ones. A submission is measured again
+    (:func:`measure_again`) while it is not :attr:`Measured.rankable`; it then ranks once its
+    latest measurement has no noisy run and all its runs together agree. With more runs the
+    runs' part of the interval narrows as ``sqrt(tau^2 / k)``, so a machine whose speed moved
+    between two runs is averaged over more of its moments rather than read at one (issue 14:
+    the GEMM reference's modes lasting minutes, bench/README.md section 11). The stored spread
+    is the first measurement's only: a measurement made again is one selected for disagreeing,
+    and the board's pool (:func:`board_spread`) must stay unbiased.
+
+    Raises:
+        ValueError: no measurement.
+    """
+    if not measurements:
+        raise ValueError("a submission is judged on at least one measurement")
+    every = [r for m in measurements for r in m]
+    passing = [r for r in every if r.get("status") == Verdict.passed]
+    runs, combined, disagree = over_runs(passing, noisy_above, board)
+    first = [run_speedup(r) for r in measurements[0]]
+    timed = [i for i in first if i is not None]
+    spread = stats.runs_spread(timed) if len(timed) == len(first) and all(
+        r.get("status") == Verdict.passed for r in measurements[0]) else None
+    noisy = any(bool(r.get("noisy")) for r in measurements[-1])
+    return Measured(runs, combined, disagree, noisy, spread)
+
+
+def measure_again(measured: Measured, measurements: int, remeasures: int) -> bool:
+    """Whether a passing leaderboard submission that is not rankable (:attr:`Measured.rankable`)
+    after ``measurements`` measurements gets another: at most ``remeasures`` more than the first
+    (``settings.remeasures``). One without any timed run (interpreted) never does."""
+    return measured.combined is not None and not measured.rankable and measurements <= remeasures
 
 
 def board_spread(session: Session, revision_id: int, device: str, exclude_id: int | None = None) -> tuple[float, int] | None:

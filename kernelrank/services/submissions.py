@@ -11,7 +11,10 @@ holds how far they differ, never narrower than the board's recent submissions' r
 :func:`~kernelrank.runner.stats.combine_runs`, :func:`calibration.board_spread`) re-based on the board's
 calibration (:mod:`kernelrank.services.calibration`), with its 95% interval. Runs whose speedups
 differ too much to rank (:func:`~kernelrank.runner.stats.runs_disagree`: the machine's speed
-changed between them) leave it passed and unranked until it is measured again. A ``queued`` submission can be ``cancelled`` by its owner
+changed between them), or a run too noisy to rank, are measured again by themselves: a new
+attempt of both runs (``queued`` again, its message says why), all of its runs then combined
+(:func:`calibration.over_measurements`), up to ``settings.remeasures`` times; after that it stays
+passed and unranked until an admin requeues it. A ``queued`` submission can be ``cancelled`` by its owner
 or an admin (:func:`cancel_submission`); a runner's later reports about it are dropped. Starts are counted and bounded, and jobs of
 vanished runners requeued, by :mod:`kernelrank.services.jobs`.
 
@@ -20,9 +23,9 @@ A passing run whose speedup is beyond the problem's ``review_speedup`` marks the
 or disqualifies it.
 
 Moderation (admins): :func:`disqualify` takes a submission out of the ranking with a reason its
-author sees (:func:`reinstate` undoes it); :func:`requeue` judges it again as a new *attempt*: the
+author sees (:func:`reinstate` undoes it); :func:`requeue` judges it afresh as a new *attempt*: the
 runs of older attempts stay as history and never count, the verdict comes from the new attempt's
-runs only (one per kind, as always).
+runs (one per kind, as always) and the measurements the service makes again after it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.queue import device_class, job_time_limit
-from kernelrank.runner import stats  # torch-free
 from kernelrank.runner.stats import Interval
 from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, calibration
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
@@ -142,13 +144,19 @@ def mark_started(session: Session, submission_id: int, runner: str) -> None:
 
 
 def record_run(session: Session, submission_id: int, kind: str, result: dict[str, Any], runner: str,
-               attempt: int | None = None) -> bool:
+               attempt: int | None = None, remeasures: int = 0, again: Dispatch | None = None) -> bool:
     """Store one run's result for the submission's current attempt, once: a second delivery of the
     same (submission, attempt, kind) is ignored, and so is a result for another ``attempt`` than
     the current one (a job of before a requeue; ``None``: a runner that does not say). Sets the
     verdict when every expected run is in. Returns whether anything was written. A status that is
     not a :data:`~kernelrank.vocab.VERDICTS` verdict is stored as ``error`` (saying so), a
     ``score_ns`` that is not a finite number as ``None``.
+
+    A passing leaderboard submission whose runs are too noisy to rank, or disagree, is measured
+    again, up to ``remeasures`` times (``settings.remeasures``), when ``again`` is given: a new
+    attempt whose runs are combined with the earlier ones (:func:`_finish_if_complete`); its job
+    is handed to ``again`` (message, device queue, time limit), for the caller to send once this
+    session is committed (the sweeper sends it again if that fails).
 
     Raises:
         NotFound: unknown submission.
@@ -185,7 +193,10 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     except IntegrityError:  # a concurrent duplicate won the race
         return False
     session.flush()
-    _finish_if_complete(session, sub)
+    _finish_if_complete(session, sub, remeasures=remeasures if again is not None else 0)
+    if again is not None and sub.status == SubmissionStatus.queued:  # measured again
+        rev = sub.problem_revision
+        again(job_message(sub, rev.secret_seed), sub.device, job_time_limit(definition(rev).budgets.model_dump(), sub.mode))
     return True
 
 
@@ -212,16 +223,25 @@ def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True) -> None:
+def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True, remeasures: int = 0) -> None:
     """Set the verdict once every expected run of the current attempt is in; ``new_run``: a run
-    was just recorded (it may then add to the board's calibration, once)."""
-    runs = {r.kind: r for r in session.scalars(select(Run).where(Run.submission_id == sub.id,
-                                                                 Run.attempt == sub.attempt))}
+    was just recorded (it may then add to the board's calibration, once). The verdict and score
+    are over every measurement that counts (attempts ``measured_from`` on,
+    :func:`calibration.over_measurements`): a passing leaderboard submission not rankable after
+    its ``measurements`` is measured again (``queued``, a new attempt) while fewer than
+    ``remeasures`` were made again (:func:`calibration.measure_again`)."""
+    counted = list(session.scalars(select(Run).where(Run.submission_id == sub.id, Run.attempt >= sub.measured_from,
+                                                     Run.attempt <= sub.attempt).order_by(Run.attempt, Run.id)))
+    runs = {r.kind: r for r in counted if r.attempt == sub.attempt}
     expected = run_kinds(sub.mode)
     if not all(k in runs for k in expected):
         sub.status = SubmissionStatus.running.value if sub.status not in FINAL else sub.status
         return
-    failing = [runs[k] for k in expected if runs[k].status != Verdict.passed]
+    by_attempt: dict[int, dict[str, Run]] = {}
+    for r in counted:
+        by_attempt.setdefault(r.attempt, {})[r.kind] = r
+    measurements = [[m[k] for k in expected if k in m] for _a, m in sorted(by_attempt.items())]
+    failing = [r for m in measurements for r in m if r.status != Verdict.passed]
     public = runs[RunKind.public]
     if failing:
         first = failing[0]
@@ -233,28 +253,31 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
         sub.message = str(public.result.get("message", ""))
     head = headline_case(public.result) or {}
     sub.tflops, sub.gbps = head.get("tflops"), head.get("gbps")
-    flagged = [runs[k] for k in expected if runs[k].result.get("needs_review")]
+    flagged = [r for m in measurements for r in m if r.result.get("needs_review")]
     sub.needs_review = bool(flagged) and not failing
     sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None
-    interpreted = any(bool(runs[k].result.get("interpreted")) for k in expected)
+    interpreted = any(bool(r.result.get("interpreted")) for m in measurements for r in m)
     # the board's spread only counts where two runs are combined (a failing run leaves one at most)
     board = (calibration.board_spread(session, sub.problem_revision_id, sub.device, exclude_id=sub.id)
              if sub.mode == Mode.leaderboard and not failing else None)
-    measured, combined, disagree = _speedup_over_runs(sub, [runs[k] for k in expected], board)
-    # its own spread between runs, for the next submissions' floor: every expected run passed and
-    # was timed (``measured`` holds passing runs only; one run, as outside leaderboard mode, has none)
-    own_spread = stats.runs_spread(measured) if len(measured) == len(expected) and not interpreted else None
+    judged = _speedup_over_measurements(sub, measurements, board)
+    measured, combined, disagree = judged.runs, judged.combined, judged.disagree
+    # its own spread between runs, for the next submissions' floor: its first measurement's, every
+    # run of it passed and timed (one run, as outside leaderboard mode, has none)
+    own_spread = judged.spread if len(expected) > 1 and not interpreted else None
     sub.runs_spread = own_spread[0] if own_spread is not None else None
     sub.speedup = _finite(combined.estimate) if combined is not None else _finite(public.result.get("speedup"))
     bounded = combined is not None and combined.low > 0 and math.isfinite(combined.high)
     sub.speedup_low, sub.speedup_high = (combined.low, combined.high) if bounded else (None, None)
     # a run still too noisy after its extra time, or whose times measure Triton's interpreter, is
     # not ranked (its verdict stands); nor are runs that disagree (the machine's speed changed
-    # between them); the score is re-based on the board's calibration
-    noisy = interpreted or any(bool(runs[k].result.get("noisy")) for k in expected)
-    sub.ranked = (sub.mode == Mode.leaderboard and not failing and public.score_ns is not None and not noisy
-                  and not disagree and combined is not None and sub.disqualified_at is None
-                  and takes_ranked(sub.problem_revision.problem, sub.created_at))
+    # between them): both are measured again first; the score is re-based on the board's calibration
+    noisy = interpreted or judged.noisy
+    eligible = (sub.mode == Mode.leaderboard and not failing and sub.disqualified_at is None
+                and takes_ranked(sub.problem_revision.problem, sub.created_at))
+    measuring = eligible and not interpreted and calibration.measure_again(judged, len(measurements), remeasures)
+    sub.ranked = (eligible and not measuring and public.score_ns is not None and not noisy and not disagree
+                  and combined is not None)
     sub.score_ns = sub.score_low_ns = sub.score_high_ns = None
     if sub.ranked and combined is not None:
         # on the public run's own basis until the board's calibration re-bases it (always, below)
@@ -265,10 +288,13 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
             value, low, high = combined.scaled(float(public.score_ns) * own.estimate)
             sub.score_ns = value
             sub.score_low_ns, sub.score_high_ns = (low, high) if bounded else (None, None)
+    after = f" after {len(measurements)} measurements" if len(measurements) > 1 else ""
     if disagree and not failing:
-        sub.message = (f"{sub.message}; not ranked: its runs disagree (speedups "
-                       f"{' and '.join(f'{i.estimate:.3g}x' for i in measured)}): the machine's speed changed "
+        sub.message = (f"{sub.message}; not ranked: its runs disagree{after} (speedups "
+                       f"{_speedups(measured)}): the machine's speed changed "
                        "between them; not ranked until measured again")[:4000]
+    elif noisy and not interpreted and not failing and after:
+        sub.message = f"{sub.message}; not ranked: a run still too noisy{after}"[:4000]
     if sub.mode == Mode.leaderboard and not failing:
         cal, changed = (calibration.contribute(session, sub.problem_revision_id, sub.device, public.result)
                         if new_run else (calibration.get(session, sub.problem_revision_id, sub.device), False))
@@ -276,6 +302,9 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
             calibration.apply(sub, cal)
         if changed and cal is not None:
             calibration.rescale(session, cal)
+    if measuring:
+        _measure_again(sub, noisy, measured)
+        return
     sub.finished_at = utcnow()
     if sub.guard is None:  # advisory only: stored for admins, never changes the verdict above
         from kernelrank.services import guard
@@ -283,18 +312,39 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True)
         sub.guard = guard.scan(sub.code)
 
 
-def _speedup_over_runs(sub: Submission, runs: list[Run],
-                       board: tuple[float, int] | None) -> tuple[list[Interval], Interval | None, bool]:
-    """The submission's speedup over its passing runs (:func:`calibration.over_runs`), against the
-    problem's ``noisy_above`` for the submission's device and with the board's spread between
-    runs (:func:`calibration.board_spread`) as the floor of its interval; the public run comes
-    first."""
+def _speedup_over_measurements(sub: Submission, measurements: list[list[Run]],
+                               board: tuple[float, int] | None) -> calibration.Measured:
+    """The submission's speedup over its measurements' runs (:func:`calibration.over_measurements`),
+    against the problem's ``noisy_above`` for the submission's device and with the board's spread
+    between runs (:func:`calibration.board_spread`) as the floor of its interval; in each
+    measurement the public run comes first."""
     try:
         noisy_above = definition(sub.problem_revision).timing[device_class(sub.device)].noisy_above
     except (KeyError, ValueError):
         noisy_above = math.inf
-    ordered = sorted((r for r in runs if r.status == Verdict.passed), key=lambda r: r.kind != RunKind.public)
-    return calibration.over_runs([r.result for r in ordered], noisy_above, board)
+    ordered = [[dict(r.result, status=r.status) for r in sorted(m, key=lambda r: r.kind != RunKind.public)]
+               for m in measurements]
+    return calibration.over_measurements(ordered, noisy_above, board)
+
+
+def _speedups(runs: list[Interval]) -> str:
+    """The runs' speedups for a message: ``"2x and 3x"``, ``"2x, 3x and 2.5x"``."""
+    texts = [f"{i.estimate:.3g}x" for i in runs]
+    return " and ".join([", ".join(texts[:-1]), texts[-1]] if len(texts) > 2 else texts)
+
+
+def _measure_again(sub: Submission, noisy: bool, measured: list[Interval]) -> None:
+    """Queue a passing leaderboard submission's next measurement: a new attempt whose runs count
+    with the earlier ones (``measured_from`` stays), not ranked until it is in; the message says
+    why."""
+    why = ("a run was too noisy to rank" if noisy else
+           f"its runs disagree (speedups {_speedups(measured)})")
+    sub.attempt += 1
+    sub.status, sub.ranked = SubmissionStatus.queued.value, False
+    sub.message = f"measuring again (measurement {sub.measurements}): {why}"[:4000]
+    sub.score_ns = sub.score_low_ns = sub.score_high_ns = None
+    sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
+    sub.attempts, sub.dispatched_at = 0, utcnow()
 
 
 def _finite(value: Any) -> float | None:
@@ -480,6 +530,7 @@ def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: boo
     if sub.status not in FINAL and not force:
         raise Conflict(f"submission {submission_id} is still {sub.status}; requeue it with force if its job is lost")
     sub.attempt += 1
+    sub.measured_from = sub.attempt  # judged afresh: the earlier attempts' runs are history
     sub.status, sub.message, sub.score_ns, sub.speedup, sub.ranked = SubmissionStatus.queued.value, "", None, None, False
     sub.speedup_low = sub.speedup_high = sub.score_low_ns = sub.score_high_ns = None
     sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None

@@ -248,3 +248,114 @@ def test_the_cli_shows_the_speedup_over_both_runs_and_why_it_is_not_ranked(clien
     assert "secret-seed run: passed  speedup 2.2x (2.16x .. 2.24x)" in shown["bob"]
     assert f"ranked with score" in shown["bob"] and f"speedup over both runs {math.sqrt(4.4):.3g}x" in shown["bob"]
     assert "not ranked: its runs disagree (speedups 2x and 3x)" in shown["alice"]
+
+
+def _record_measuring(sid: int, kind: str, result: dict[str, Any], attempt: int, remeasures: int = 2) -> list[Any]:
+    """Record a run as the control worker does (``settings.remeasures``); the jobs of the
+    measurements it started again."""
+    from kernelrank.db.session import session_scope
+    from kernelrank.services.submissions import record_run
+
+    jobs: list[Any] = []
+    with session_scope() as s:
+        assert record_run(s, sid, kind, dict(result), "runner-cpu-1", attempt, remeasures=remeasures,
+                          again=lambda *job: jobs.append(job))
+    return jobs
+
+
+def test_a_submission_whose_runs_disagree_is_measured_again_and_ranked_over_all_its_runs(
+        client: TestClient, world: World) -> None:
+    """Runs at 2.0x and 2.6x (each +-2%) disagree: instead of a final unranked verdict the service
+    queues a second measurement (attempt 2, its job sent with the same submission and the new
+    attempt); that measurement's runs (2.3x, 2.3x) are combined with the first's, four runs that
+    together agree, so it is ranked on all four (their geometric mean, an interval holding 2.0 and
+    2.6 no more than the four runs' spread says). The API lists the four runs by attempt and says
+    two measurements."""
+    from kernelrank.runner import stats
+
+    ref = [1000.0, 1000.0]
+    sid = submit(client, world.tokens["bob"], "softmax", mode="leaderboard").json()["id"]
+    assert _record_measuring(sid, "public", paired_result(2.0, 0.02, ref), 1) == []
+    jobs = _record_measuring(sid, "secret", paired_result(2.6, 0.02, ref), 1)
+    assert len(jobs) == 1
+    message, queue, limit = jobs[0]
+    assert message["submission_id"] == sid and message["attempt"] == 2 and queue == "cpu" and limit > 0
+    assert message["runs"] == ["public", "secret"] and message["secret_seed"] is not None
+    body = _submission(client, world, sid)
+    assert body["status"] == "queued" and not body["ranked"] and body["measurements"] == 2
+    assert "measuring again (measurement 2)" in body["message"] and "2x and 2.6x" in body["message"]
+    assert _board(client) == []
+    assert _record_measuring(sid, "public", paired_result(2.3, 0.02, ref), 2) == []
+    assert _record_measuring(sid, "secret", paired_result(2.3, 0.02, ref), 2) == []
+    body = _submission(client, world, sid)
+    assert body["status"] == "passed" and body["ranked"], body["message"]
+    assert [(r["attempt"], r["kind"]) for r in body["runs"]] == [(1, "public"), (1, "secret"), (2, "public"), (2, "secret")]
+    runs = [stats.Interval.from_bounds(s, s * 0.98, s * 1.02) for s in (2.0, 2.6, 2.3, 2.3)]
+    expected = stats.combine_runs(runs)
+    assert body["speedup"] == pytest.approx(expected.estimate)
+    assert body["speedup_ci"] == pytest.approx([expected.low, expected.high])
+    assert expected.low < 2.3 < expected.high
+    assert [r["submission_id"] for r in _board(client)] == [sid]
+
+
+def test_measuring_again_is_bounded_and_a_requeue_judges_afresh(client: TestClient, world: World) -> None:
+    """Runs that keep disagreeing are measured again ``remeasures`` times (here 1), then the
+    submission stays passed and unranked, its message over both measurements; a noisy secret
+    run is measured again too. An admin's requeue starts afresh: its runs alone count. With
+    ``remeasures`` 0 nothing is measured again (the verdict as before)."""
+    ref = [1000.0, 1000.0]
+    sid = submit(client, world.tokens["bob"], "softmax", mode="leaderboard").json()["id"]
+    _record_measuring(sid, "public", paired_result(2.0, 0.02, ref), 1, remeasures=1)
+    assert len(_record_measuring(sid, "secret", paired_result(3.0, 0.02, ref), 1, remeasures=1)) == 1
+    _record_measuring(sid, "public", paired_result(2.0, 0.02, ref), 2, remeasures=1)
+    assert _record_measuring(sid, "secret", paired_result(3.0, 0.02, ref), 2, remeasures=1) == []
+    body = _submission(client, world, sid)
+    assert body["status"] == "passed" and not body["ranked"] and body["measurements"] == 2
+    assert "runs disagree after 2 measurements" in body["message"] and "2x, 3x, 2x and 3x" in body["message"]
+
+    noisy = submit(client, world.tokens["alice"], "softmax", mode="leaderboard").json()["id"]
+    _record_measuring(noisy, "public", paired_result(2.0, 0.02, ref), 1)
+    assert len(_record_measuring(noisy, "secret", paired_result(2.0, 0.3, ref, noisy=True), 1)) == 1
+    assert "a run was too noisy to rank" in _submission(client, world, noisy)["message"]
+
+    off = submit(client, world.tokens["root"], "softmax", mode="leaderboard").json()["id"]
+    _record_measuring(off, "public", paired_result(2.0, 0.02, ref), 1, remeasures=0)
+    assert _record_measuring(off, "secret", paired_result(3.0, 0.02, ref), 1, remeasures=0) == []
+    assert _submission(client, world, off)["status"] == "passed"
+
+    r = client.post(f"/api/v1/admin/submissions/{sid}/requeue", headers={"Authorization": f"Bearer {world.tokens['root']}"})
+    assert r.status_code == 202, r.text
+    _record_measuring(sid, "public", paired_result(2.5, 0.02, ref), 3)
+    assert _record_measuring(sid, "secret", paired_result(2.5, 0.02, ref), 3) == []
+    body = _submission(client, world, sid)
+    assert body["ranked"] and body["measurements"] == 1 and body["speedup"] == pytest.approx(2.5)
+    assert [r["attempt"] for r in body["runs"]] == [3, 3]
+
+
+def test_over_measurements_combines_every_run_and_ranks_on_the_latest_measurements_noise() -> None:
+    """The rule the service and bench/harness.py share: every passing, timed run of every
+    measurement is combined, noisy ones included (a kernel that made its slow runs erratic is not
+    scored on its steady fast ones); only the latest measurement's noise keeps it unranked; the
+    stored spread is the first measurement's (unselected) two runs'; measuring again stops at
+    ``remeasures`` and never starts without a timed run."""
+    from kernelrank.runner import stats
+    from kernelrank.services import calibration
+
+    ref = [1000.0]
+    fast, slow_noisy = paired_result(2.0, 0.02, ref), paired_result(1.0, 0.4, ref, noisy=True)
+    first = calibration.over_measurements([[fast, slow_noisy]], 0.25)
+    assert first.noisy and not first.rankable and len(first.runs) == 2
+    assert calibration.measure_again(first, 1, 2) and not calibration.measure_again(first, 3, 2)
+    both = calibration.over_measurements([[fast, slow_noisy], [fast, paired_result(2.0, 0.02, ref)]], 0.25)
+    assert not both.noisy and len(both.runs) == 4
+    expected = stats.combine_runs([calibration.run_speedup(r) for r in (fast, slow_noisy, fast, fast)])
+    assert both.combined is not None and both.combined.estimate == pytest.approx(expected.estimate)
+    assert both.combined.estimate < 2.0  # the noisy slow run counts
+    assert both.spread == stats.runs_spread([calibration.run_speedup(fast), calibration.run_speedup(slow_noisy)])
+    failed = {"status": "failed", "message": "wrong", "cases": []}
+    assert calibration.over_measurements([[fast, failed]], 0.25).spread is None
+    interpreted = {"status": "passed", "interpreted": True, "cases": []}
+    never = calibration.over_measurements([[interpreted, interpreted]], 0.25)
+    assert never.combined is None and not calibration.measure_again(never, 1, 2)
+    with pytest.raises(ValueError):
+        calibration.over_measurements([], 0.25)

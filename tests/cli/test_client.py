@@ -400,3 +400,26 @@ def test_eval_result_tolerates_server_added_keys() -> None:
     d["cases"][0]["new_field"] = 2
     back = eval_result(d)
     assert back.status is Status.failed and back.cases[0].spec == {"N": 1} and back.logs == {"stdout": "", "stderr": ""}
+
+
+def test_submission_view_shows_each_measurement_made_again() -> None:
+    """A leaderboard submission measured twice: the first measurement's secret-seed run, a line for
+    the second measurement's runs (status, speedup, noisy) and the speedup over its four runs."""
+    from rich.console import Console
+
+    from kernelrank.cli.client import submission_view
+
+    def run(kind: str, attempt: int, speedup: float, noisy: bool = False) -> dict[str, Any]:
+        return {"kind": kind, "attempt": attempt, "status": "passed", "score_ns": 1e3,
+                "result": {"speedup": speedup, "speedup_ci": [speedup * 0.9, speedup * 1.1], "noisy": noisy}}
+
+    sub = {"id": 7, "status": "passed", "problem": "softmax", "mode": "leaderboard", "device": "cpu",
+           "language": "pytorch", "ranked": True, "score_ns": 1000.0, "score_ci_ns": [900.0, 1100.0],
+           "speedup": 2.3, "speedup_ci": [2.1, 2.5], "measurements": 2, "message": "ok",
+           "runs": [run("public", 1, 2.0), run("secret", 1, 2.6, noisy=True), run("public", 2, 2.3), run("secret", 2, 2.3)]}
+    console = Console(width=200, record=True)
+    console.print(submission_view(sub))
+    out = console.export_text()
+    assert "secret-seed run: passed  speedup 2.6x" in out
+    assert "measured again (attempt 2): public passed speedup 2.3x (2.07x .. 2.53x); secret passed" in out
+    assert "speedup over its 4 runs 2.3x (2.1x .. 2.5x)" in out
