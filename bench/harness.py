@@ -14,9 +14,10 @@ compute-bound there).
    reference's own source as a submission, ``harness.reference_submission``):
 
    - max/min of the file's five scores, each made as the service makes it: from two leaderboard
-     runs in a row (its public and secret runs; ``--runs-per-score``), their speedups combined
-     (``calibration.over_runs``: the geometric mean, an interval that holds how far they differ,
-     unranked when they disagree) and re-based on a calibration (per case, the median of the
+     runs in a row (its public and secret runs; ``--runs-per-score``), measured again while not
+     rankable (``--remeasures``, as the service does), every run's speedup combined
+     (``calibration.over_measurements``: the geometric mean, an interval that holds how far they
+     differ, unranked when they disagree or the latest measurement is noisy) and re-based on a calibration (per case, the median of the
      runs' reference times): goals < 1.03 idle, < 1.10 with the hog; beside it, the spread of
      the single runs;
    - the identical kernel's speedup per score, with its 95% interval: goal 0.95 to 1.05;
@@ -25,7 +26,7 @@ compute-bound there).
      rest went, and the half width of the speedup's interval.
 
 Usage: ``python bench/harness.py [--problem softmax] [--repeats 5] [--example correct_pytorch]
-[--conditions idle,hog] [--skip-basics] [--runs-per-score 2] [--record FILE.json]``
+[--conditions idle,hog] [--skip-basics] [--runs-per-score 2] [--remeasures 2] [--record FILE.json]``
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from kernelrank.runner.results import json_ready  # noqa: E402
 from kernelrank.runner import stats  # noqa: E402
 from kernelrank.runner.stats import geometric_mean  # noqa: E402
 from kernelrank.services import calibration  # noqa: E402
+from kernelrank.settings import get_settings  # noqa: E402
 
 KERNELS = ROOT / "reference_kernels"
 IDENTICAL = ROOT / "bench" / "kernels" / "softmax_identical.py"
@@ -342,8 +344,8 @@ def main() -> None:
     parser.add_argument("--skip-basics", action="store_true", help="leave out figures 1 and 2")
     parser.add_argument("--runs-per-score", type=int, default=2,
                         help="leaderboard runs per score (the service: 2, its public and secret runs)")
-    parser.add_argument("--remeasures", type=int, default=2,
-                        help="times a score not rankable is measured again (the service: settings.remeasures)")
+    parser.add_argument("--remeasures", type=int, default=get_settings().remeasures,
+                        help="times a score not rankable is measured again (default: the service's, settings.remeasures)")
     parser.add_argument("--record", type=Path, help="append the scores' runs to this JSON recording")
     parser.add_argument("--timer-speedups", type=Path, help=argparse.SUPPRESS)  # figure 2b's own process
     args = parser.parse_args()
