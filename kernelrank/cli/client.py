@@ -394,23 +394,34 @@ class Progress:
         state = str(sub.get("status"))
         text = f"submission #{sub.get('id')}: {state}" + (f" · {phase}" if phase else "") + f" · {waited_s:.0f} s"
         self.status.update(text)
-        if ("status", state) not in self.seen and state not in FINAL:
-            self.seen.add(("status", state))
+        measurement = sub.get("measurements") if isinstance(sub.get("measurements"), int) else 1
+        first = min((r["attempt"] for r in sub.get("runs") or [] if isinstance(r.get("attempt"), int)), default=None)
+        for run in sub.get("runs") or []:  # the runs in first: a measurement's end comes before what follows it
+            result = run.get("result") if isinstance(run.get("result"), dict) else {}
+            label = self._label(str(run.get("kind")), run.get("attempt"), first)
+            for case in result.get("cases") or []:
+                if isinstance(case, dict):
+                    self._case(label, case)
+            if ("run", label) not in self.seen:
+                self.seen.add(("run", label))
+                self.console.print(f"  {label} run: [{status_style(run.get('status'))}]{run.get('status')}[/]")
+        if measurement > 1 and ("measurement", measurement) not in self.seen:  # the service measures it again
+            self.seen.add(("measurement", measurement))
+            self.console.print(f"  [yellow]{str(sub.get('message') or f'measurement {measurement}')[:300]}[/]")
+        if ("status", state, measurement) not in self.seen and state not in FINAL:
+            self.seen.add(("status", state, measurement))
             self.console.print(f"  [{status_style(state)}]{state}[/]")
         for case in progress.get("cases") or []:
             if isinstance(case, dict):
-                self._case(str(progress.get("run", vocab.RunKind.public.value)), case)
-        for run in sub.get("runs") or []:
-            result = run.get("result") if isinstance(run.get("result"), dict) else {}
-            for case in result.get("cases") or []:
-                if isinstance(case, dict):
-                    self._case(str(run.get("kind")), case)
-            if ("run", run.get("kind")) not in self.seen:
-                self.seen.add(("run", run.get("kind")))
-                self.console.print(f"  {run.get('kind')} run: [{status_style(run.get('status'))}]{run.get('status')}[/]")
+                self._case(self._label(str(progress.get("run", vocab.RunKind.public.value)), sub.get("attempt"), first), case)
         if state in FINAL and ("status", state) not in self.seen:
             self.seen.add(("status", state))
             self.console.print(f"  verdict: [{status_style(state)}]{state}[/]")
+
+    @staticmethod
+    def _label(kind: str, attempt: Any, first: Any) -> str:
+        """A run's name in the view: its kind, and its attempt when it is a measurement made again."""
+        return f"{kind} (attempt {attempt})" if isinstance(attempt, int) and isinstance(first, int) and attempt > first else kind
 
     def _case(self, kind: str, case: dict[str, Any]) -> None:
         key = ("case", kind, case.get("kind"), case.get("index"))

@@ -292,7 +292,7 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True,
     if disagree and not failing:
         sub.message = (f"{sub.message}; not ranked: its runs disagree{after} (speedups "
                        f"{_speedups(measured)}): the machine's speed changed "
-                       "between them; not ranked until measured again")[:4000]
+                       f"between them; not ranked until {'an admin measures it afresh' if after else 'measured again'}")[:4000]
     elif noisy and not interpreted and not failing and after:
         sub.message = f"{sub.message}; not ranked: a run still too noisy{after}"[:4000]
     if sub.mode == Mode.leaderboard and not failing:

@@ -423,3 +423,35 @@ def test_submission_view_shows_each_measurement_made_again() -> None:
     assert "secret-seed run: passed  speedup 2.6x" in out
     assert "measured again (attempt 2): public passed speedup 2.3x (2.07x .. 2.53x); secret passed" in out
     assert "speedup over its 4 runs 2.3x (2.1x .. 2.5x)" in out
+
+
+def test_the_waiting_view_says_when_the_service_measures_again() -> None:
+    """While ``submit`` waits: the first measurement's runs (the last one arriving in the same poll
+    as the news), then the service's message that it measures again, then the second
+    measurement's runs and cases under their attempt (not taken for the first's)."""
+    from rich.console import Console
+
+    from kernelrank.cli.client import Progress
+
+    class Status:
+        def update(self, text: str) -> None:
+            pass
+
+    case = {"kind": "benchmark", "index": 0, "passed": True, "spec": {"M": 1}}
+
+    def run(kind: str, attempt: int) -> dict[str, Any]:
+        return {"kind": kind, "attempt": attempt, "status": "passed", "result": {"cases": [case]}}
+
+    console = Console(width=200, record=True)
+    view = Progress(console, Status())
+    first = [run("public", 1), run("secret", 1)]
+    view.update({"id": 3, "status": "running", "attempt": 1, "measurements": 1, "runs": first[:1]}, 1.0)
+    view.update({"id": 3, "status": "queued", "attempt": 2, "measurements": 2, "runs": first,
+                 "message": "measuring again (measurement 2): its runs disagree (speedups 0.5x and 1x)"}, 2.0)
+    view.update({"id": 3, "status": "passed", "attempt": 2, "measurements": 2,
+                 "runs": first + [run("public", 2), run("secret", 2)]}, 3.0)
+    out = console.export_text()
+    assert "measuring again (measurement 2): its runs disagree" in out
+    assert out.index("secret run: passed") < out.index("measuring again") < out.index("public (attempt 2) run: passed")
+    assert "pass public (attempt 2): benchmark case 0 (M=1)" in out and "secret (attempt 2) run: passed" in out
+    assert "verdict: passed" in out
