@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from kernelrank.db.models import Runner, Submission, utcnow
 from kernelrank.queue import job_time_limit
 from kernelrank.services.problems import definition
-from kernelrank.services.submissions import FINAL, job_message
+from kernelrank.services.submissions import FINAL, current_job
 from kernelrank.vocab import SubmissionStatus, Verdict
 
 
@@ -151,9 +151,7 @@ def sweep(session: Session, *, max_attempts: int, runner_lost_s: float, queued_l
 def _requeue(sub: Submission, now: dt.datetime) -> Job:
     sub.status = SubmissionStatus.queued.value
     sub.dispatched_at = now
-    rev = sub.problem_revision
-    budgets = definition(rev).budgets.model_dump()
-    return Job(sub.id, job_message(sub, rev.secret_seed), sub.device, job_time_limit(budgets, sub.mode))
+    return Job(sub.id, *current_job(sub))
 
 
 def _time_limit(sub: Submission) -> float:

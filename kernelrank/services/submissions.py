@@ -117,6 +117,23 @@ def create_submission(session: Session, user: User, problem: str, device: str, m
     return sub
 
 
+def current_job(sub: Submission) -> tuple[dict[str, Any], str, float]:
+    """The job of the submission's current attempt, as a :data:`Dispatch` takes it: its message
+    (:func:`job_message`), its device queue and its hard time limit (s)."""
+    rev = sub.problem_revision
+    return job_message(sub, rev.secret_seed), sub.device, job_time_limit(definition(rev).budgets.model_dump(), sub.mode)
+
+
+def _new_attempt(sub: Submission, message: str) -> None:
+    """Start the submission's next attempt: ``queued`` with ``message``, not ranked and without a
+    score until its runs are in, no runner yet, its own bound of starts."""
+    sub.attempt += 1
+    sub.status, sub.message, sub.ranked = SubmissionStatus.queued.value, message[:4000], False
+    sub.score_ns = sub.score_low_ns = sub.score_high_ns = None
+    sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
+    sub.attempts, sub.dispatched_at = 0, utcnow()
+
+
 def job_message(sub: Submission, secret_seed: int) -> dict[str, Any]:
     """Everything a runner needs for one job: no database credentials, no other user's data.
     The secret seed is read only by the runner's trusted side (it becomes the harness's secret)."""
@@ -195,8 +212,7 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     session.flush()
     _finish_if_complete(session, sub, remeasures=remeasures if again is not None else 0)
     if again is not None and sub.status == SubmissionStatus.queued:  # measured again
-        rev = sub.problem_revision
-        again(job_message(sub, rev.secret_seed), sub.device, job_time_limit(definition(rev).budgets.model_dump(), sub.mode))
+        again(*current_job(sub))
     return True
 
 
@@ -339,12 +355,7 @@ def _measure_again(sub: Submission, noisy: bool, measured: list[Interval]) -> No
     why."""
     why = ("a run was too noisy to rank" if noisy else
            f"its runs disagree (speedups {_speedups(measured)})")
-    sub.attempt += 1
-    sub.status, sub.ranked = SubmissionStatus.queued.value, False
-    sub.message = f"measuring again (measurement {sub.measurements}): {why}"[:4000]
-    sub.score_ns = sub.score_low_ns = sub.score_high_ns = None
-    sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
-    sub.attempts, sub.dispatched_at = 0, utcnow()
+    _new_attempt(sub, f"measuring again (measurement {sub.measurements + 1}): {why}")
 
 
 def _finite(value: Any) -> float | None:
@@ -529,14 +540,10 @@ def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: boo
     sub = get_submission(session, submission_id)
     if sub.status not in FINAL and not force:
         raise Conflict(f"submission {submission_id} is still {sub.status}; requeue it with force if its job is lost")
-    sub.attempt += 1
+    _new_attempt(sub, "")
     sub.measured_from = sub.attempt  # judged afresh: the earlier attempts' runs are history
-    sub.status, sub.message, sub.score_ns, sub.speedup, sub.ranked = SubmissionStatus.queued.value, "", None, None, False
-    sub.speedup_low = sub.speedup_high = sub.score_low_ns = sub.score_high_ns = None
-    sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
+    sub.speedup = sub.speedup_low = sub.speedup_high = None
     sub.needs_review, sub.review_reason = False, None
-    sub.attempts, sub.dispatched_at = 0, utcnow()  # a new attempt gets its own bound of starts
     session.flush()
-    rev = sub.problem_revision
-    dispatch(job_message(sub, rev.secret_seed), sub.device, job_time_limit(definition(rev).budgets.model_dump(), sub.mode))
+    dispatch(*current_job(sub))
     return sub
