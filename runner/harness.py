@@ -17,7 +17,8 @@ module only orchestrates. The judge (this process)
    ``r % K``, so every case is timed at several moments of the run, on every pair): per slice of
    a benchmark case, batches of fresh input sets and
    their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
-   the children never see); then, per group of sets, the submission and the reference each get
+   the children never see; made by the problem's ``derive_input`` from a pool of a few drawn sets
+   where it has one, :data:`POOL_SETS`); then, per group of sets, the submission and the reference each get
    one request holding those sets, one call on each (on the CPU as many sets as
    :data:`REQUEST_SECONDS` of calls hold, so the judge's path of 2-3 ms per request is paid once
    for many calls; one on CUDA), in alternating order (:func:`submission_first`), each placed in
@@ -67,6 +68,7 @@ import contextlib
 import hashlib
 import math
 import os
+import random
 import secrets
 import statistics
 import threading
@@ -120,6 +122,12 @@ MAX_SETS_PER_REQUEST = 16
 #: single pair: no interval, and an estimate one disturbed pair decides (the self-test's quick
 #: mode, 0.15 s per case, read 3.5x for a kernel doing what the reference does).
 TIMED_SHARE_GUESS = 0.25
+#: Input sets a timed case draws with the problem's ``generate_input`` (its warm-up's and the rest
+#: at its opening) when its reference also defines ``derive_input``: every timed set is then made
+#: from two of these by that function (:meth:`_Evaluation._inputs`), at a tenth of the cost
+#: (a 4M-value softmax set: ``torch.randn`` and rounding 11-13 ms of a judge's thread, a mix
+#: of two pooled sets 1.2-1.7 ms; bench/README.md, issue 14).
+POOL_SETS = 3
 #: Calls on fresh inputs per benchmark case, each checked, for a submission whose Triton kernels
 #: ran under the interpreter (it is judged for correctness; its times measure the interpreter).
 INTERPRETED_CALLS = 2
@@ -357,6 +365,9 @@ class _Paired:
     #: first), the seconds of its timed loop so far (warm-up excluded: the stop rule's ``spent``),
     #: its slices so far, and whether the stop rule ended it (``noisy`` in its result)
     first: _Set | None = None
+    #: the input sets its timed sets are derived from (:meth:`_Evaluation._draw_pool`; empty:
+    #: each is drawn by the problem's ``generate_input``)
+    pool: list[Any] = field(default_factory=list)
     per_request: int = 1
     number: int = 0
     batches: int = 0
@@ -592,13 +603,23 @@ class _Evaluation:
                                     f"this problem's review bound of {bound:g}x")
 
     # -- inputs and references ----------------------------------------------------------------
-    def _inputs(self, case: Case, seed: int) -> tuple[Any, torch.Tensor]:
+    def _inputs(self, case: Case, seed: int, pool: list[Any] | None = None) -> tuple[Any, torch.Tensor]:
         """A fresh input set and the reference's output on it; :attr:`ref_s` is the time the
         reference took (seconds, the judge's clock: the base of the calls' deadlines). Called in
-        the judge's threads when a batch is prepared (:meth:`_prepare_batch`)."""
+        the judge's threads when a batch is prepared (:meth:`_prepare_batch`).
+
+        The set is the problem's ``generate_input`` for ``seed``; or, given ``pool`` (a timed
+        case's sets drawn by ``generate_input``, :data:`POOL_SETS`, :meth:`_draw_pool`), the
+        reference's ``derive_input(first, second, seed=seed)`` of two of them chosen by ``seed``:
+        a set with ``generate_input``'s distribution and values no call saw before, made at a
+        fraction of the cost (the problem's docstring says how; ``kernelrank.problems``)."""
         params = dict(case.params, seed=seed)
         generating = time.perf_counter()
-        data = self.reference.generate_input(device=self.device, **params)
+        if pool:
+            first, second = random.Random(seed).sample(range(len(pool)), 2)
+            data = self.reference.derive_input(pool[first], pool[second], seed=seed)
+        else:
+            data = self.reference.generate_input(device=self.device, **params)
         started = time.perf_counter()
         self._local.inputs_s = started - generating
         with torch.no_grad():
@@ -881,6 +902,7 @@ class _Evaluation:
             # the median after each process's first call: one disturbed call must not set the request's shape
             side.warm_ns = int(statistics.median(warm[side.name]))
         paired.per_request = self._sets_per_request(paired, first, getattr(self.timing, self.mode))
+        paired.pool = self._draw_pool(case, first)
         if self.device == "cpu":
             for side in (paired.sub, paired.ref):
                 for j in range(len(side.children)):
@@ -937,7 +959,7 @@ class _Evaluation:
             t0 = time.monotonic()
             left_s = min(slice_s - (now - started), (budget_s if spent < budget_s else budget_s * timing.cap) - spent)
             k = self._batch_size(paired, first, left_s, per_request)
-            sets = self._prepare_batch(case, [self._seed(case, paired.number + 1 + j) for j in range(k)])
+            sets = self._prepare_batch(case, [self._seed(case, paired.number + 1 + j) for j in range(k)], paired.pool)
             t1 = time.monotonic()
             paired.inputs_s += sum(s.inputs_s for s in sets)
             paired.expected_s += sum(s.ref_s for s in sets)
@@ -1041,13 +1063,28 @@ class _Evaluation:
         (:func:`mix_seed`)."""
         return mix_seed(self.secret, case.seed, number)
 
-    def _prepare(self, case: Case, seed: int) -> _Set:
+    def _prepare(self, case: Case, seed: int, pool: list[Any] | None = None) -> _Set:
         """A fresh input set and its expected output (:meth:`_inputs`)."""
-        data, expected = self._inputs(case, seed)
+        data, expected = self._inputs(case, seed, pool)
         return _Set(data, expected, self.ref_s, _nbytes(data) + 2 * _nbytes(expected),
                     float(getattr(self._local, "inputs_s", 0.0)))
 
-    def _prepare_batch(self, case: Case, seeds: list[int]) -> list[_Set]:
+    def _draw_pool(self, case: Case, first: _Set) -> list[Any]:
+        """The input sets a timed case's sets are derived from when its reference defines
+        ``derive_input`` (empty otherwise): the case's first set (its warm-up's) and
+        :data:`POOL_SETS` - 1 more drawn by ``generate_input`` from seeds of the run's secret
+        (numbers -1, -2...: never a timed set's), in the judge's threads."""
+        if not callable(getattr(self.reference, "derive_input", None)):
+            return []
+        seeds = [self._seed(case, -n) for n in range(1, POOL_SETS)]
+
+        def draw(seed: int) -> Any:
+            return self.reference.generate_input(device=self.device, **dict(case.params, seed=seed))
+
+        more = map(draw, seeds) if self.cpus < 2 else self._workers().map(draw, seeds)
+        return [first.data, *more]
+
+    def _prepare_batch(self, case: Case, seeds: list[int], pool: list[Any] | None = None) -> list[_Set]:
         """The input sets of a batch, prepared in the judge's threads (one per CPU: both children
         are frozen meanwhile, and each set is its own work). A reference that draws from torch's
         global generator (KernelBench's ``get_inputs`` under ``manual_seed``) may then get inputs
@@ -1055,8 +1092,8 @@ class _Evaluation:
         is computed from its own inputs (its model, built under its own seed, is built on the
         case's first input set, which is prepared alone before any batch)."""
         if len(seeds) < 2 or self.cpus < 2:
-            return [self._prepare(case, s) for s in seeds]
-        return list(self._workers().map(lambda s: self._prepare(case, s), seeds))
+            return [self._prepare(case, s, pool) for s in seeds]
+        return list(self._workers().map(lambda s: self._prepare(case, s, pool), seeds))
 
     def _workers(self) -> ThreadPoolExecutor:
         if self._pool is None:
