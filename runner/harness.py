@@ -613,13 +613,12 @@ class _Evaluation:
         reference's ``derive_input(first, second, seed=seed)`` of two of them chosen by ``seed``:
         a set with ``generate_input``'s distribution and values no call saw before, made at a
         fraction of the cost (the problem's docstring says how; ``kernelrank.problems``)."""
-        params = dict(case.params, seed=seed)
         generating = time.perf_counter()
         if pool:
             first, second = random.Random(seed).sample(range(len(pool)), 2)
             data = self.reference.derive_input(pool[first], pool[second], seed=seed)
         else:
-            data = self.reference.generate_input(device=self.device, **params)
+            data = self._draw(case, seed)
         started = time.perf_counter()
         self._local.inputs_s = started - generating
         with torch.no_grad():
@@ -1077,12 +1076,17 @@ class _Evaluation:
         if not callable(getattr(self.reference, "derive_input", None)):
             return []
         seeds = [self._seed(case, -n) for n in range(1, POOL_SETS)]
+        return [first.data, *self._in_threads(lambda s: self._draw(case, s), seeds)]
 
-        def draw(seed: int) -> Any:
-            return self.reference.generate_input(device=self.device, **dict(case.params, seed=seed))
+    def _draw(self, case: Case, seed: int) -> Any:
+        """The problem's ``generate_input`` for ``case`` with ``seed``, on the run's device."""
+        return self.reference.generate_input(device=self.device, **dict(case.params, seed=seed))
 
-        more = map(draw, seeds) if self.cpus < 2 else self._workers().map(draw, seeds)
-        return [first.data, *more]
+    def _in_threads(self, work: Callable[[int], Any], seeds: list[int]) -> list[Any]:
+        """``work`` of each seed, in the judge's threads where there are several seeds and CPUs."""
+        if len(seeds) < 2 or self.cpus < 2:
+            return [work(s) for s in seeds]
+        return list(self._workers().map(work, seeds))
 
     def _prepare_batch(self, case: Case, seeds: list[int], pool: list[Any] | None = None) -> list[_Set]:
         """The input sets of a batch, prepared in the judge's threads (one per CPU: both children
@@ -1091,9 +1095,7 @@ class _Evaluation:
         that are not exactly those of their seed: still fresh and random, and each expected output
         is computed from its own inputs (its model, built under its own seed, is built on the
         case's first input set, which is prepared alone before any batch)."""
-        if len(seeds) < 2 or self.cpus < 2:
-            return [self._prepare(case, s, pool) for s in seeds]
-        return list(self._workers().map(lambda s: self._prepare(case, s, pool), seeds))
+        return self._in_threads(lambda s: self._prepare(case, s, pool), seeds)
 
     def _workers(self) -> ThreadPoolExecutor:
         if self._pool is None:

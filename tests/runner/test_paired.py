@@ -102,6 +102,7 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
 _DERIVING = '''
 
 import math as _math
+import random as _random
 
 DERIVED = []
 GENERATED = []
@@ -115,8 +116,9 @@ def generate_input(**params):
 
 def derive_input(first, second, *, seed):
     DERIVED.append((seed, first[0].data_ptr(), second[0].data_ptr()))
-    t = (seed % 1000) / 1000 * 2 * _math.pi
-    return (first[0] * _math.cos(t) + second[0].roll(seed % first[0].numel()) * _math.sin(t),)
+    rng = _random.Random(seed)  # as softmax's: an angle and a shift of their own per seed
+    t, k = rng.uniform(0, 2 * _math.pi), rng.randrange(first[0].numel())
+    return (first[0] * _math.cos(t) + second[0].roll(k) * _math.sin(t),)
 '''
 
 
