@@ -330,8 +330,9 @@ def condition(spec, options: EvalOptions, example: Path, repeats: int, label: st
              for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
     made, expected = sum(x for x, _ in parts), sum(y for _, y in parts)
     if made + expected > 0:
-        print(f"   of the preparing (the judge's threads' time): the problem's generate_input {made / (made + expected):.0%}, "
-              f"the expected outputs (the reference, in the judge) {expected / (made + expected):.0%}")
+        print(f"   of the preparing (the judge's threads' time): the inputs (generate_input or derive_input) "
+              f"{made / (made + expected):.0%}, the expected outputs (the reference in the judge; for derived sets "
+              f"the reference process's, the judge's only where they disagree) {expected / (made + expected):.0%}")
 
 
 def main() -> None:

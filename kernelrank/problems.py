@@ -8,7 +8,8 @@ A problem is two folders found by listing, with no central registry to edit:
 - ``reference_kernels/<name>/``: ``reference.py`` (``generate_input``, ``ref_kernel``, ``flops``,
   ``bytes``; optionally ``derive_input(first, second, *, seed)``, a fresh input set with
   ``generate_input``'s distribution made cheaply from two of a case's sets, which the judge then
-  uses for the timed sets: ``harness._Evaluation._inputs``), ``templates/`` and ``examples/``.
+  uses for the timed sets, checking each timed output against the reference process's on the
+  same set: ``harness._Evaluation._derive`` and ``_check_derived``), ``templates/`` and ``examples/``.
 
 A *revision* is the SHA-256 of the definition file and every file of the reference folder
 (see :func:`revision_hash`): editing either makes a new revision, and results of different

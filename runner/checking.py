@@ -153,11 +153,36 @@ def close_in_pieces(read: Callable[[int, int], torch.Tensor], ref: torch.Tensor,
     rule (equal infinities, NaN against NaN), so the caller then reads it whole and calls
     :func:`check_output`, which gives the verdict and its figures. ``True`` implies it passes.
     """
-    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
     r = ref.detach().contiguous().view(-1)
-    numel = r.numel()
-    for start, stop in piece_bounds(numel, piece if r.device.type == "cpu" else max(1, numel)):
-        if not _all_finite_close(read(start, stop).to(work), r[start:stop].to(work), atol, rtol):
+    return close_to_reader(read, lambda a, b: r[a:b], r.numel(), r.dtype, r.device.type, atol, rtol, piece)
+
+
+def close_to_reader(read: Callable[[int, int], torch.Tensor], read_ref: Callable[[int, int], torch.Tensor],
+                    numel: int, dtype: torch.dtype, device_type: str, atol: float, rtol: float,
+                    piece: int = PIECE_VALUES, ref_first: bool = False) -> bool:
+    """:func:`close_in_pieces` against an expected output that is itself read piece by piece
+    (``read_ref``, as ``read``): the reference process's output where it left it, so that neither
+    is copied whole.
+
+    Args:
+        read, read_ref: ``read(start, stop)``: values ``start..stop-1`` of the output and of the
+            expected output, row-major, 1-D tensors of ``dtype`` on a ``device_type`` device
+            (each may be overwritten by its next ``read``, never by the other's).
+        numel: values in each (the caller has checked both shapes).
+        ref_first: read each expected piece before the output's (the order in which the two
+            processes ran, so that neither one's pages are always the last read).
+
+    Same rule, result and meaning of ``False`` as :func:`close_in_pieces`.
+    """
+    work = torch.float64 if dtype == torch.float64 else torch.float32
+    for start, stop in piece_bounds(numel, piece if device_type == "cpu" else max(1, numel)):
+        if ref_first:
+            r = read_ref(start, stop).to(work)
+            o = read(start, stop).to(work)
+        else:
+            o = read(start, stop).to(work)
+            r = read_ref(start, stop).to(work)
+        if not _all_finite_close(o, r, atol, rtol):
             return False
     return True
 

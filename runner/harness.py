@@ -18,7 +18,9 @@ module only orchestrates. The judge (this process)
    a benchmark case, batches of fresh input sets and
    their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
    the children never see; made by the problem's ``derive_input`` from a pool of a few drawn sets
-   where it has one, :data:`POOL_SETS`); then, per group of sets, the submission and the reference each get
+   where it has one, :data:`POOL_SETS`, and then checked against the reference process's output
+   on the same set, the judge's own reference deciding where they disagree:
+   :meth:`_Evaluation._check_derived`); then, per group of sets, the submission and the reference each get
    one request holding those sets, one call on each (on the CPU as many sets as
    :data:`REQUEST_SECONDS` of calls hold, so the judge's path of 2-3 ms per request is paid once
    for many calls; one on CUDA), in alternating order (:func:`submission_first`), each placed in
@@ -83,7 +85,7 @@ import torch
 from kernelrank.format import duration, speedup
 from kernelrank.problems import Case, CaseTiming, Mode, ProblemSpec
 from kernelrank.runner import gpuinfo, isolation, stats
-from kernelrank.runner.checking import check_output, close_in_pieces, piece_bounds
+from kernelrank.runner.checking import check_output, close_in_pieces, close_to_reader, piece_bounds
 from kernelrank.runner.child import steady_allocator
 from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.limits import SandboxLimits
@@ -124,7 +126,7 @@ MAX_SETS_PER_REQUEST = 16
 TIMED_SHARE_GUESS = 0.25
 #: Input sets a timed case draws with the problem's ``generate_input`` (its warm-up's and the rest
 #: at its opening) when its reference also defines ``derive_input``: every timed set is then made
-#: from two of these by that function (:meth:`_Evaluation._inputs`), at a tenth of the cost
+#: from two of these by that function (:meth:`_Evaluation._derive`), at a tenth of the cost
 #: (a 4M-value softmax set: ``torch.randn`` and rounding 11-13 ms of a judge's thread, a mix
 #: of two pooled sets 1.2-1.7 ms; bench/README.md, issue 14).
 POOL_SETS = 3
@@ -238,17 +240,23 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
 
 @dataclass
 class _Set:
-    """One prepared input set of a case: the inputs, the reference's output on them computed by the
-    judge (the expected output), the seconds that took (the base of the calls' deadlines), the
-    memory the set needs in a batch (inputs and expected output in the judge, and its output held
-    by the child until it is checked, counted as the expected output's size), and the seconds the
-    problem's ``generate_input`` took to make the inputs."""
+    """One prepared input set of a case: the inputs; the reference's output on them computed by the
+    judge (the expected output), or ``None`` for a set derived from the case's pool, whose expected
+    output is the reference process's on the same set (:meth:`_Evaluation._check_derived`); the
+    base of the calls' deadlines (s: the reference's time in the judge, the case's first set's for
+    a derived set, which has its shapes); the memory the set needs in a batch (inputs and expected
+    output in the judge, and its outputs held by the children until they are checked, counted as
+    the expected output's size); the bytes of the output slot a call on it gets
+    (:func:`_out_room`); and the judge's thread seconds making the inputs and computing the
+    expected output."""
 
     data: Any
-    expected: torch.Tensor
+    expected: torch.Tensor | None
     ref_s: float
     nbytes: int
+    room: int
     inputs_s: float = 0.0
+    expected_s: float = 0.0
 
 
 @dataclass
@@ -352,7 +360,8 @@ class _Paired:
     wall_s: float = 0.0
     prep_s: float = 0.0
     #: of the sets prepared for its timed pairs, the judge's threads' seconds making the inputs
-    #: (the problem's ``generate_input``) and computing the expected outputs (its reference)
+    #: (the problem's ``generate_input`` or ``derive_input``) and computing the expected outputs
+    #: (its reference; none for derived sets, but for any output the reference process disagrees on)
     inputs_s: float = 0.0
     expected_s: float = 0.0
     timed_s: float = 0.0
@@ -603,39 +612,52 @@ class _Evaluation:
                                     f"this problem's review bound of {bound:g}x")
 
     # -- inputs and references ----------------------------------------------------------------
-    def _inputs(self, case: Case, seed: int, pool: list[Any] | None = None) -> tuple[Any, torch.Tensor]:
-        """A fresh input set and the reference's output on it; :attr:`ref_s` is the time the
-        reference took (seconds, the judge's clock: the base of the calls' deadlines). Called in
-        the judge's threads when a batch is prepared (:meth:`_prepare_batch`).
-
-        The set is the problem's ``generate_input`` for ``seed``; or, given ``pool`` (a timed
-        case's sets drawn by ``generate_input``, :data:`POOL_SETS`, :meth:`_draw_pool`), the
-        reference's ``derive_input(first, second, seed=seed)`` of two of them chosen by ``seed``:
-        a set with ``generate_input``'s distribution and values no call saw before, made at a
-        fraction of the cost (the problem's docstring says how; ``kernelrank.problems``)."""
+    def _inputs(self, case: Case, seed: int) -> tuple[Any, torch.Tensor]:
+        """A fresh input set, the problem's ``generate_input`` for ``seed``, and the reference's
+        output on it (:meth:`_expected`). Called in the judge's threads when a batch is prepared
+        (:meth:`_prepare_batch`); the thread's :attr:`inputs_s` is the seconds the set took."""
         generating = time.perf_counter()
-        if pool:
-            first, second = random.Random(seed).sample(range(len(pool)), 2)
-            data = self.reference.derive_input(pool[first], pool[second], seed=seed)
-        else:
-            data = self._draw(case, seed)
+        data = self._draw(case, seed)
+        self._local.inputs_s = time.perf_counter() - generating
+        return data, self._expected(data)
+
+    def _derive(self, pool: list[Any], seed: int) -> Any:
+        """A fresh input set derived from a timed case's ``pool`` (its sets drawn by
+        ``generate_input``, :data:`POOL_SETS`, :meth:`_draw_pool`): the reference's
+        ``derive_input(first, second, seed=seed)`` of two of them chosen by ``seed``, a set with
+        ``generate_input``'s distribution and shapes and values no call saw before, made at a
+        fraction of the cost (the problem's docstring says how; ``kernelrank.problems``); the
+        thread's :attr:`inputs_s` is the seconds it took."""
+        generating = time.perf_counter()
+        first, second = random.Random(seed).sample(range(len(pool)), 2)
+        data = self.reference.derive_input(pool[first], pool[second], seed=seed)
+        self._local.inputs_s = time.perf_counter() - generating
+        return data
+
+    def _expected(self, data: Any) -> torch.Tensor:
+        """The reference's output on ``data``, computed by the judge (the trusted expected output);
+        :attr:`ref_s` is the seconds it took (the judge's clock: the base of the calls' deadlines)."""
         started = time.perf_counter()
-        self._local.inputs_s = started - generating
         with torch.no_grad():
             ref = self.reference.ref_kernel(data)
         if self.device == "cuda":  # pragma: no cover - GPU-only
             torch.cuda.synchronize()
         self._local.ref_s = time.perf_counter() - started
-        return data, ref
+        return ref
 
     @property
     def ref_s(self) -> float:
-        """Seconds the last :meth:`_inputs` of this thread took to compute the reference's output."""
+        """Seconds the last :meth:`_expected` of this thread took to compute the reference's output."""
         return float(getattr(self._local, "ref_s", 0.0))
 
-    def _place(self, child: SubmissionProcess, data: Any, ref: torch.Tensor) -> dict[str, Any]:
-        """Write an input set into the child's shared slots (it is frozen) with room for an output
-        up to twice the reference's size; the layout for ``go``.
+    @property
+    def inputs_s(self) -> float:
+        """Seconds the last :meth:`_inputs` or :meth:`_derive` of this thread took to make its set."""
+        return float(getattr(self._local, "inputs_s", 0.0))
+
+    def _place(self, child: SubmissionProcess, data: Any, room: int) -> dict[str, Any]:
+        """Write an input set into the child's shared slots (it is frozen) with ``room`` bytes for
+        an output (:func:`_out_room`: up to twice the reference's size); the layout for ``go``.
 
         The data path, whatever the device: input sets and expected outputs are made by the judge
         on the run's device before a batch (:meth:`_prepare_batch`); each is placed in each
@@ -646,7 +668,7 @@ class _Evaluation:
         the CPU the slots are a shared memory file; on CUDA the same calls place into and read
         from device memory shared with the child through CUDA IPC (the GPU change), so no tensor
         data crosses the host or the socket."""
-        return child.arena.place(data, _out_room(ref), direct=child.mem_fd is not None)
+        return child.arena.place(data, room, direct=child.mem_fd is not None)
 
     def _check(self, reply: dict[str, Any], out: torch.Tensor | None,
                ref: torch.Tensor) -> tuple[bool, str, dict[str, Any]]:
@@ -669,7 +691,7 @@ class _Evaluation:
         for i, case in enumerate(self.definition.tests):
             self._where = f"test case {i} ({case.label()})"
             data, ref = self._inputs(case, case.seed)
-            reply, out = self._go(child, self._place(child, data, ref), deadline, self.ref_s)
+            reply, out = self._go(child, self._place(child, data, _out_room(ref)), deadline, self.ref_s)
             ok, message, figures = self._check(reply, out, ref)
             r = CaseResult("test", i, case.params, ok, message if not ok else "ok", checked=1, **figures)
             r.interpreted = bool(reply.get("interpreted"))
@@ -958,10 +980,10 @@ class _Evaluation:
             t0 = time.monotonic()
             left_s = min(slice_s - (now - started), (budget_s if spent < budget_s else budget_s * timing.cap) - spent)
             k = self._batch_size(paired, first, left_s, per_request)
-            sets = self._prepare_batch(case, [self._seed(case, paired.number + 1 + j) for j in range(k)], paired.pool)
+            sets = self._prepare_batch(case, [self._seed(case, paired.number + 1 + j) for j in range(k)], paired)
             t1 = time.monotonic()
             paired.inputs_s += sum(s.inputs_s for s in sets)
-            paired.expected_s += sum(s.ref_s for s in sets)
+            paired.expected_s += sum(s.expected_s for s in sets)
             check_s = 0.0
             for in_batch, lo in enumerate(range(0, len(sets), per_request)):
                 chunk = sets[lo:lo + per_request]
@@ -1062,11 +1084,19 @@ class _Evaluation:
         (:func:`mix_seed`)."""
         return mix_seed(self.secret, case.seed, number)
 
-    def _prepare(self, case: Case, seed: int, pool: list[Any] | None = None) -> _Set:
-        """A fresh input set and its expected output (:meth:`_inputs`)."""
-        data, expected = self._inputs(case, seed, pool)
-        return _Set(data, expected, self.ref_s, _nbytes(data) + 2 * _nbytes(expected),
-                    float(getattr(self._local, "inputs_s", 0.0)))
+    def _prepare(self, case: Case, seed: int, paired: _Paired | None = None) -> _Set:
+        """A fresh input set: drawn, with its expected output (:meth:`_inputs`); or, where the
+        ``paired`` case has a pool (:meth:`_draw_pool`), derived from it (:meth:`_derive`), its
+        expected output the reference process's (:meth:`_check_derived`), its deadline base and
+        sizes the case's first set's (a derived set has its shapes and dtypes)."""
+        if paired is not None and paired.pool:
+            first = paired.first
+            assert first is not None  # the pool is drawn once the case's first set is
+            data = self._derive(paired.pool, seed)
+            return _Set(data, None, first.ref_s, first.nbytes, first.room, self.inputs_s)
+        data, expected = self._inputs(case, seed)
+        return _Set(data, expected, self.ref_s, _nbytes(data) + 2 * _nbytes(expected), _out_room(expected),
+                    self.inputs_s, self.ref_s)
 
     def _draw_pool(self, case: Case, first: _Set) -> list[Any]:
         """The input sets a timed case's sets are derived from when its reference defines
@@ -1088,14 +1118,14 @@ class _Evaluation:
             return [work(s) for s in seeds]
         return list(self._workers().map(work, seeds))
 
-    def _prepare_batch(self, case: Case, seeds: list[int], pool: list[Any] | None = None) -> list[_Set]:
+    def _prepare_batch(self, case: Case, seeds: list[int], paired: _Paired | None = None) -> list[_Set]:
         """The input sets of a batch, prepared in the judge's threads (one per CPU: both children
         are frozen meanwhile, and each set is its own work). A reference that draws from torch's
         global generator (KernelBench's ``get_inputs`` under ``manual_seed``) may then get inputs
         that are not exactly those of their seed: still fresh and random, and each expected output
         is computed from its own inputs (its model, built under its own seed, is built on the
         case's first input set, which is prepared alone before any batch)."""
-        return self._in_threads(lambda s: self._prepare(case, s, pool), seeds)
+        return self._in_threads(lambda s: self._prepare(case, s, paired), seeds)
 
     def _workers(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -1117,7 +1147,7 @@ class _Evaluation:
         """
         r = paired.result
         is_sub = side is paired.sub
-        layout = self._place(side.child, s.data, s.expected)
+        layout = self._place(side.child, s.data, s.room)
         calls, started, claims, steady = 0, time.monotonic(), [], []
         faulted = True  # the last call page-faulted beyond WARM_FAULTS_PER_CALL (or none was made yet)
         extra = 0  # calls past the warm-up's time because the last one faulted
@@ -1162,7 +1192,7 @@ class _Evaluation:
         claims: list[int] = []
         for i in range(INTERPRETED_CALLS):
             s = self._prepare(case, self._seed(case, i + 1))
-            reply, out = self._go(paired.sub.child, self._place(paired.sub.child, s.data, s.expected), deadline,
+            reply, out = self._go(paired.sub.child, self._place(paired.sub.child, s.data, s.room), deadline,
                                   s.ref_s)
             claims.extend(_ns_list(reply.get("times_ns"), 1))
             ok, message, figures = self._check(reply, out, s.expected)
@@ -1215,12 +1245,10 @@ class _Evaluation:
         is warm: :meth:`_Side.settle`), and per call the answer about its output (the outputs stay
         where the child left them until :meth:`_check_request` reads them)."""
         child = side.child
-        expected = sets[0].expected
         if len(sets) == 1:
-            layout = self._place(child, sets[0].data, expected)
+            layout = self._place(child, sets[0].data, sets[0].room)
         else:
-            layout = child.arena.place_sets([s.data for s in sets], _out_room(expected),
-                                            direct=child.mem_fd is not None)
+            layout = child.arena.place_sets([s.data for s in sets], sets[0].room, direct=child.mem_fd is not None)
         main_before = child.main_cpu_ns()
         other_before = other.cpu_ns()
         faults_before = child.faults()
@@ -1264,7 +1292,13 @@ class _Evaluation:
         favoured it (+10% on a case of a kernel identical to the reference: bench/README.md,
         issue 14). The sides' outputs are read in ``order``, the order their requests ran, which
         alternates (:func:`submission_first`): neither side's always read last.
+
+        Sets derived from the case's pool have no expected output of the judge's: each output of
+        the submission is checked against the reference's on the same set (:meth:`_check_derived`).
         """
+        if sets[0].expected is None:  # a case's timed sets are all derived, or all drawn
+            self._check_derived(paired, sets, replies, number, order)
+            return
         r = paired.result
         items = [(side, j, reply, s) for side in order for j, (reply, s) in enumerate(zip(replies[side.name], sets))]
 
@@ -1291,6 +1325,92 @@ class _Evaluation:
             r.passed, r.message = False, f"output of timed call {number + j + 1} is wrong: {message}"
             _set_figures(r, figures)
             return
+
+    def _check_derived(self, paired: _Paired, sets: list[_Set], replies: dict[str, list[dict[str, Any]]],
+                       number: int, order: tuple[_Side, _Side]) -> None:
+        """:meth:`_check_request` for sets derived from the case's pool: each output of the
+        submission is compared, piece by piece, with the reference process's output on the same
+        set, both read where their children left them (each piece read in ``order``), by the
+        quick rule (:func:`~kernelrank.runner.checking.close_to_reader`). The judge does not
+        compute those sets' expected outputs: the reference process ran the reference's own code
+        on its own copy of the set, isolated from the submission's processes
+        (:mod:`~kernelrank.runner.isolation`: another sandbox user, its own PID namespace and
+        slots) and frozen while they ran, and its output on the case's first set was checked
+        against the judge's own in its warm-up (:meth:`_warm_up`).
+
+        Where the two disagree by that rule, the judge computes the expected output itself
+        (:meth:`_expected`) and that decides: a submission's output that fails against it fails
+        the case, naming its call; one that passes while the reference process's fails is the
+        judge's failure (:class:`_ReferenceFailed`), never a verdict on the submission. So no
+        output fails on the reference process's word alone, and the only way it could make a
+        wrong output pass is to agree with it, which the submission cannot make it do.
+        GEMM's cases spent 84-85% of their preparing on the judge's own reference call per set
+        (bench/README.md, issue 14).
+
+        Raises:
+            _ReferenceFailed: the reference's output is unreadable, not of the first set's dtype
+                and shape, or wrong where the submission's is right.
+        """
+        r = paired.result
+        first = paired.first
+        assert first is not None and first.expected is not None  # the first set is drawn
+        template = first.expected
+        tol = self.definition.tolerance_for(str(template.dtype).removeprefix("torch."))
+        ref_first = order[0] is paired.ref
+        sub_child, ref_child = paired.sub.child, paired.ref.child
+        for j, s in enumerate(sets):
+            call = number + j + 1
+            sub_reply, ref_reply = replies["submission"][j], replies["reference"][j]
+            try:
+                dtype, shape, read_ref = ref_child.arena.output_reader(ref_reply.get("out"), ref_child.mem_fd, j,
+                                                                       scratch=1)
+            except SlotError as e:
+                raise _ReferenceFailed(f"the reference's output of timed call {call} could not be read in "
+                                       f"{self._where}: {e}") from None
+            if ref_reply.get("alias") or dtype != template.dtype or shape != list(template.shape):
+                raise _ReferenceFailed(f"the reference's output of timed call {call} in {self._where} is not "
+                                       f"of its first output's dtype and shape ({str(template.dtype).removeprefix('torch.')}, "
+                                       f"{list(template.shape)})")
+            r.checked += 1
+            if self._quick_sub(sub_reply, template) and self._close_to_reference(
+                    sub_child, sub_reply, j, read_ref, template, tol.atol, tol.rtol, ref_first):
+                continue
+            s.expected = expected = self._expected(s.data)
+            ok, message, figures = self._check(sub_reply, _read_output(sub_child, sub_reply, j), expected)
+            if not ok:
+                r.passed, r.message = False, f"output of timed call {call} is wrong: {message}"
+                _set_figures(r, figures)
+                return
+            with self._reference_failures(paired.ref, math.inf):
+                theirs = _read_output(ref_child, ref_reply, j)
+            ok, message, _ = self._check(ref_reply, theirs, expected)
+            if not ok:
+                raise _ReferenceFailed(f"the reference's process gave a wrong output on timed call {call} in "
+                                       f"{self._where}, where the submission's was right: {message}")
+
+    @staticmethod
+    def _quick_sub(reply: dict[str, Any], template: torch.Tensor) -> bool:
+        """Whether a submission's answer describes a plain output on ``template``'s kind of device
+        that the quick rule may read (anything else takes the full check)."""
+        return (not reply.get("alias") and isinstance(reply.get("out"), dict) and reply.get("out_device") is not None
+                and torch.device(str(reply["out_device"])).type == template.device.type)
+
+    @staticmethod
+    def _close_to_reference(child: SubmissionProcess, reply: dict[str, Any], index: int,
+                            read_ref: Callable[[int, int], torch.Tensor], template: torch.Tensor,
+                            atol: float, rtol: float, ref_first: bool) -> bool:
+        """Whether the submission's ``index``-th output, of ``template``'s dtype and shape, is
+        within ``atol + rtol * |ref|`` of the reference process's (``read_ref``) everywhere, read
+        piece by piece (:func:`~kernelrank.runner.checking.close_to_reader`); ``False`` for
+        anything the full check must look at, as :meth:`_quick_check`."""
+        try:
+            dtype, shape, read = child.arena.output_reader(reply["out"], child.mem_fd, index)
+            if dtype != template.dtype or shape != list(template.shape):
+                return False
+            return close_to_reader(read, read_ref, template.numel(), dtype, template.device.type, atol, rtol,
+                                   ref_first=ref_first)
+        except (SlotError, RuntimeError):
+            return False
 
     @staticmethod
     def _read_through(child: SubmissionProcess, reply: dict[str, Any], index: int) -> bool:
@@ -1331,7 +1451,7 @@ class _Evaluation:
     def _profile(self, child: SubmissionProcess, deadline: float) -> dict[str, Any]:
         cases = self.definition.benchmark_cases(self.device)  # type: ignore[arg-type]
         self._where = "profiling the benchmark cases"
-        sets = [self._inputs(c, c.seed)[0] for c in cases]
+        sets = [self._draw(c, c.seed) for c in cases]
         labels = [f"case {i}: {c.label()}" for i, c in enumerate(cases)]
         reply = child.request({"op": "profile", "sets": sets, "labels": labels, "trace_file": "trace.json"}, deadline,
                               max_bytes=REPLY_SLACK_BYTES + 16 * PROFILE_TABLE_LIMIT)

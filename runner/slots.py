@@ -178,15 +178,15 @@ class Arena:
         view = torch.frombuffer(self._map, dtype=torch.uint8, count=size, offset=out_offset)
         return view.clone().view(dtype).view(shape)
 
-    def output_reader(self, desc: Any, mem_fd: int | None = None,
-                      index: int = 0) -> tuple[torch.dtype, list[int], Callable[[int, int], torch.Tensor]]:
+    def output_reader(self, desc: Any, mem_fd: int | None = None, index: int = 0,
+                      scratch: int = 0) -> tuple[torch.dtype, list[int], Callable[[int, int], torch.Tensor]]:
         """The output the child described, as ``(dtype, shape, read)``, to be checked piece by
         piece (:func:`~kernelrank.runner.checking.close_in_pieces`) rather than copied whole:
         ``read(start, stop)`` gives values ``start..stop-1`` (row-major) as a 1-D tensor of
         ``dtype``. From the slot (memory file), a view (no copy); with ``"addr"``, read from the
-        child's memory through ``mem_fd`` into a buffer of the calling thread, which its next
-        ``read`` overwrites (pieces of a core's cache, so the output is read once and never held
-        whole); from device slots, a view of the output there (no copy: it is read before the
+        child's memory through ``mem_fd`` into buffer ``scratch`` of the calling thread, which the
+        next ``read`` into that buffer overwrites (pieces of a core's cache, so the output is read
+        once and never held whole; two outputs compared piece by piece use two buffers); from device slots, a view of the output there (no copy: it is read before the
         next input set is placed). Same arguments and errors as :meth:`read_output`.
         """
         if self.device is not None:
@@ -201,7 +201,7 @@ class Arena:
 
             def from_memory(a: int, b: int) -> torch.Tensor:
                 n = (b - a) * item
-                buf = _scratch(n)
+                buf = _scratch(n, scratch)
                 _pread(mem_fd, memoryview(buf.numpy())[:n], addr + a * item)  # type: ignore[arg-type]
                 return buf[:n].view(dtype)
 
@@ -225,11 +225,14 @@ class Arena:
 _local = threading.local()
 
 
-def _scratch(n: int) -> torch.Tensor:
-    """This thread's reusable buffer of at least ``n`` bytes (:meth:`Arena.output_reader`)."""
-    buf = getattr(_local, "buf", None)
+def _scratch(n: int, which: int = 0) -> torch.Tensor:
+    """This thread's reusable buffer ``which`` of at least ``n`` bytes (:meth:`Arena.output_reader`)."""
+    bufs = getattr(_local, "bufs", None)
+    if bufs is None:
+        bufs = _local.bufs = {}
+    buf = bufs.get(which)
     if buf is None or buf.numel() < n:
-        buf = _local.buf = torch.empty(max(n, 1), dtype=torch.uint8)
+        buf = bufs[which] = torch.empty(max(n, 1), dtype=torch.uint8)
     return buf
 
 

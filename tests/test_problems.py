@@ -51,7 +51,7 @@ def test_generate_input_is_deterministic_per_seed_and_differs_across_seeds(name:
 
 @pytest.mark.parametrize("name", [n for n in PROBLEMS if hasattr(load_problem(n).reference_module(), "derive_input")])
 def test_derived_inputs_are_fresh_and_drawn_like_generated_ones(name: str) -> None:
-    """``derive_input`` (the judge's timed sets, ``harness._Evaluation._inputs``): of two sets of a
+    """``derive_input`` (the judge's timed sets, ``harness._Evaluation._derive``): of two sets of a
     case it makes a set of the same shapes, dtypes and layout, leaves them unchanged, has values
     neither had, is deterministic per seed and differs across seeds; and its values are drawn as
     ``generate_input``'s are, for every CPU benchmark case and the tests' large-magnitude ones:

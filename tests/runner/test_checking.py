@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from kernelrank.runner.checking import check_output, close_in_pieces
+from kernelrank.runner.checking import check_output, close_in_pieces, close_to_reader
 
 
 def test_equal_passes_and_reports_zero_error() -> None:
@@ -178,6 +178,44 @@ def test_in_pieces_the_quick_rule_is_the_whole_output_s() -> None:
         assert close_in_pieces(read_within, ref, atol, rtol, piece=64)
         assert check_output(within.view(ref.shape), ref, atol, rtol).passed
         assert calls == [(a, min(n, a + 64)) for a in range(0, n, 64)]  # every value, once, in order
+
+
+def test_against_a_read_reference_the_quick_rule_is_the_same() -> None:
+    """``close_to_reader`` (a timed output against the reference process's, both read piece by
+    piece where the children left them, each into a buffer its next read overwrites) gives
+    ``close_in_pieces``'s verdict against the same values held whole, reading each value of
+    both once, in order, the reference's piece first or second as asked."""
+    g = torch.Generator().manual_seed(13)
+    for dtype in (torch.float32, torch.bfloat16):
+        ref = torch.randn(41, 23, generator=g).to(dtype)
+        atol, rtol = (1e-6, 1e-5) if dtype == torch.float32 else (1e-6, 3.2e-2)
+        n = ref.numel()
+        flat = ref.view(-1)
+        for where, value in [(None, None), (0, float("nan")), (n // 2, 1.0), (n - 1, float("inf"))]:
+            out = flat.clone()
+            if where is not None:
+                out[where] = value if not math.isfinite(value) else out[where].float() + value
+            for ref_first in (False, True):
+                reads: list[tuple[str, int, int]] = []
+                buffers = {"out": torch.empty(64, dtype=dtype), "ref": torch.empty(64, dtype=dtype)}
+
+                def reader(name: str, values: torch.Tensor):
+                    def read(a: int, b: int) -> torch.Tensor:
+                        reads.append((name, a, b))
+                        buffers[name][:b - a] = values[a:b]  # noqa: B023
+                        return buffers[name][:b - a]  # noqa: B023
+                    return read
+
+                quick = close_to_reader(reader("out", out), reader("ref", flat), n, dtype, "cpu", atol, rtol,
+                                        piece=64, ref_first=ref_first)
+                assert quick == close_in_pieces(lambda a, b: out[a:b], ref, atol, rtol, piece=64)  # noqa: B023
+                assert quick == (where is None), (dtype, where, ref_first)
+                pieces = [(a, min(n, a + 64)) for a in range(0, n, 64)]
+                order = ("ref", "out") if ref_first else ("out", "ref")
+                expected = [(name, a, b) for a, b in pieces for name in order]
+                assert reads == (expected if where is None else expected[:len(reads)])
+                if where is not None:
+                    assert reads[-1][1] <= where < reads[-1][2]  # stopped at the failing piece
 
 
 def _with(t: torch.Tensor, i: int, value: float) -> tuple[torch.Tensor, torch.Tensor]:

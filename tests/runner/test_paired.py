@@ -47,14 +47,14 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
         checks.append(("read", len(requests)))
         return through(child, reply, index)
 
-    def recording_inputs(self, case, seed, pool=None):
-        assert not pool  # the reference of ``double`` has no derive_input: every set is drawn
+    def recording_inputs(self, case, seed):
         seeds.append((case.params["N"], seed))
-        return inputs(self, case, seed, pool)
+        return inputs(self, case, seed)
 
-    def recording_batch(self, case, seeds, pool=None):
+    def recording_batch(self, case, seeds, paired=None):
+        assert paired is None or not paired.pool  # the reference of ``double`` has no derive_input: every set is drawn
         batches.append((case.params["N"], sum(1 for *_x, where in requests if where == self._where)))
-        return prepare(self, case, seeds, pool)
+        return prepare(self, case, seeds, paired)
 
     monkeypatch.setattr(harness._Evaluation, "_timed_request", recording_request)
     monkeypatch.setattr(harness._Evaluation, "_quick_check", recording_check)
@@ -98,7 +98,8 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
 
 
 #: ``derive_input`` for the test-only problem ``double``, appended to its reference's source: a
-#: rotation of two pooled sets, as softmax's (each call recorded in the judge's module)
+#: rotation of two pooled sets, as softmax's (each call recorded in the judge's module, and each
+#: call of its reference)
 _DERIVING = '''
 
 import math as _math
@@ -106,12 +107,19 @@ import random as _random
 
 DERIVED = []
 GENERATED = []
+REFERENCED = []
 _generate = generate_input
+_ref_kernel = ref_kernel
 
 
 def generate_input(**params):
     GENERATED.append(params["seed"])
     return _generate(**params)
+
+
+def ref_kernel(data):
+    REFERENCED.append(data[0].numel())
+    return _ref_kernel(data)
 
 
 def derive_input(first, second, *, seed):
@@ -126,24 +134,26 @@ def test_timed_sets_are_derived_from_a_pool_when_the_reference_says_how(double, 
     """A reference with ``derive_input``: each timed case draws ``POOL_SETS`` sets with
     ``generate_input`` (its warm-up's first), and every timed set is derived from two different
     ones of them, by its own secret seed, with values no other set of the run had; the
-    submission is checked on every one of them, and a kernel that replays an earlier output
-    fails. Without ``derive_input`` (the other tests of this module) every set is drawn."""
+    submission is checked on every one of them against the reference process's output on the
+    same set (the judge computes the reference itself only for the tests and each case's first
+    set), and a kernel that replays an earlier output fails. Without ``derive_input`` (the other
+    tests of this module) every set is drawn."""
     spec = double.spec()
     spec = type(spec)(spec.definition, spec.reference_source + _DERIVING, spec.revision)
-    modules, made = [], []
-    draw, inputs = harness._Evaluation._draw_pool, harness._Evaluation._inputs
+    modules, derived = [], []
+    draw, derive = harness._Evaluation._draw_pool, harness._Evaluation._derive
 
     def recording_draw(self, case, first):
         modules.append(self.reference)
         return draw(self, case, first)
 
-    def recording_inputs(self, case, seed, pool=None):
-        data, ref = inputs(self, case, seed, pool)
-        made.append((case.params["N"], bool(pool), data[0].clone()))
-        return data, ref
+    def recording_derive(self, pool, seed):
+        data = derive(self, pool, seed)
+        derived.append((data[0].numel(), data[0].clone()))
+        return data
 
     monkeypatch.setattr(harness._Evaluation, "_draw_pool", recording_draw)
-    monkeypatch.setattr(harness._Evaluation, "_inputs", recording_inputs)
+    monkeypatch.setattr(harness._Evaluation, "_derive", recording_derive)
     r = evaluate(spec, submission("double_ok.py"), "leaderboard", "cpu", options)
     assert r.status is Status.passed, r.message
     (module,) = set(modules)
@@ -153,8 +163,10 @@ def test_timed_sets_are_derived_from_a_pool_when_the_reference_says_how(double, 
     # generate_input: each test case, then per timed case its warm-up set and the rest of its pool
     assert len(module.GENERATED) == tests + len(bench) * harness.POOL_SETS
     assert len(set(module.GENERATED[tests:])) == len(module.GENERATED) - tests
-    derived = [(n, x) for n, pooled, x in made if pooled]
     assert len(derived) == len(module.DERIVED) == sum(c.checked for c in bench) - sum(c.pairing["processes"] for c in bench)
+    # the judge's own reference: each test case and each timed case's first set, no derived set
+    assert module.REFERENCED == [c.params["N"] for c in double.definition.tests] + [c.spec["N"] for c in bench]
+    assert all(c.pairing["expected_thread_s"] == 0 for c in bench)
     assert all(a != b for _seed, a, b in module.DERIVED)  # two different sets of the pool
     assert len({seed for seed, *_ in module.DERIVED}) == len(module.DERIVED)
     for c in bench:
@@ -165,6 +177,25 @@ def test_timed_sets_are_derived_from_a_pool_when_the_reference_says_how(double, 
               "    if last is None or last.shape != data[0].shape:\n        last = data[0] * 2\n    return last.clone()\n")
     r = evaluate(spec, replay, "benchmark", "cpu", options)
     assert r.status is Status.failed and "output of timed call" in r.message, r.message
+    # a wrong output is judged against the judge's own reference, with its figures
+    failed = next(c for c in r.cases if not c.passed)
+    assert failed.max_abs_error is not None and failed.max_abs_error > 0 and failed.mismatches
+
+
+def test_a_reference_process_wrong_on_a_derived_set_is_the_judges_error(double, options) -> None:
+    """On sets derived from the pool the submission's outputs are compared with the reference
+    process's; where they disagree the judge's own reference decides. A reference process that
+    goes wrong after its first (checked) call, while the submission is right, is the judge's
+    failure, never a verdict on the submission."""
+    spec = double.spec()
+    wrong = spec.reference_source + _DERIVING + (
+        "\n\n_in_process = 0\n_right = ref_kernel\n\n\n"
+        "def ref_kernel(data):\n    global _in_process\n    import os\n    out = _right(data)\n"
+        "    if os.environ.get('USER') == 'kernelrank-sandbox' and data[0].numel() >= 100000:\n"
+        "        _in_process += 1\n        if _in_process > 1:\n            out[0] += 1.0\n    return out\n")
+    spec = type(spec)(spec.definition, wrong, "wrong-reference-process")
+    with pytest.raises(RuntimeError, match="reference's process gave a wrong output on timed call"):
+        evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
 
 
 def test_each_call_of_a_request_is_checked(double, options) -> None:
