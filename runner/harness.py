@@ -1355,7 +1355,6 @@ class _Evaluation:
         first = paired.first
         assert first is not None and first.expected is not None  # the first set is drawn
         template = first.expected
-        tol = self.definition.tolerance_for(str(template.dtype).removeprefix("torch."))
         ref_first = order[0] is paired.ref
         sub_child, ref_child = paired.sub.child, paired.ref.child
         for j, s in enumerate(sets):
@@ -1372,8 +1371,7 @@ class _Evaluation:
                                        f"of its first output's dtype and shape ({str(template.dtype).removeprefix('torch.')}, "
                                        f"{list(template.shape)})")
             r.checked += 1
-            if self._quick_sub(sub_reply, template) and self._close_to_reference(
-                    sub_child, sub_reply, j, read_ref, template, tol.atol, tol.rtol, ref_first):
+            if self._quick_check(sub_child, sub_reply, j, template, read_ref, ref_first):
                 continue
             s.expected = expected = self._expected(s.data)
             ok, message, figures = self._check(sub_reply, _read_output(sub_child, sub_reply, j), expected)
@@ -1387,30 +1385,6 @@ class _Evaluation:
             if not ok:
                 raise _ReferenceFailed(f"the reference's process gave a wrong output on timed call {call} in "
                                        f"{self._where}, where the submission's was right: {message}")
-
-    @staticmethod
-    def _quick_sub(reply: dict[str, Any], template: torch.Tensor) -> bool:
-        """Whether a submission's answer describes a plain output on ``template``'s kind of device
-        that the quick rule may read (anything else takes the full check)."""
-        return (not reply.get("alias") and isinstance(reply.get("out"), dict) and reply.get("out_device") is not None
-                and torch.device(str(reply["out_device"])).type == template.device.type)
-
-    @staticmethod
-    def _close_to_reference(child: SubmissionProcess, reply: dict[str, Any], index: int,
-                            read_ref: Callable[[int, int], torch.Tensor], template: torch.Tensor,
-                            atol: float, rtol: float, ref_first: bool) -> bool:
-        """Whether the submission's ``index``-th output, of ``template``'s dtype and shape, is
-        within ``atol + rtol * |ref|`` of the reference process's (``read_ref``) everywhere, read
-        piece by piece (:func:`~kernelrank.runner.checking.close_to_reader`); ``False`` for
-        anything the full check must look at, as :meth:`_quick_check`."""
-        try:
-            dtype, shape, read = child.arena.output_reader(reply["out"], child.mem_fd, index)
-            if dtype != template.dtype or shape != list(template.shape):
-                return False
-            return close_to_reader(read, read_ref, template.numel(), dtype, template.device.type, atol, rtol,
-                                   ref_first=ref_first)
-        except (SlotError, RuntimeError):
-            return False
 
     @staticmethod
     def _read_through(child: SubmissionProcess, reply: dict[str, Any], index: int) -> bool:
@@ -1427,13 +1401,17 @@ class _Evaluation:
             return False
         return True
 
-    def _quick_check(self, child: SubmissionProcess, reply: dict[str, Any], index: int, expected: torch.Tensor) -> bool:
+    def _quick_check(self, child: SubmissionProcess, reply: dict[str, Any], index: int, expected: torch.Tensor,
+                     read_ref: Callable[[int, int], torch.Tensor] | None = None, ref_first: bool = False) -> bool:
         """Whether an output passes by the quick rule, read piece by piece from where the child
         left it (:meth:`~kernelrank.runner.slots.Arena.output_reader`,
         :func:`~kernelrank.runner.checking.close_in_pieces`): never copied whole, never held.
         ``False`` for anything the full check must look at (not a plain tensor, another dtype,
         shape or device, an aliased output, a value outside the quick rule, a malformed
-        description)."""
+        description). Given ``read_ref`` (the reference process's output on the same set, read
+        alike, :meth:`_check_derived`), the values are compared with it, ``expected`` giving only
+        the dtype, shape and device (:func:`~kernelrank.runner.checking.close_to_reader`, each
+        piece of the reference's read first where ``ref_first``)."""
         desc = reply.get("out")
         if reply.get("alias") or not isinstance(desc, dict) or reply.get("out_device") is None:
             return False
@@ -1443,6 +1421,9 @@ class _Evaluation:
                     or torch.device(str(reply["out_device"])).type != expected.device.type):
                 return False
             tol = self.definition.tolerance_for(str(expected.dtype).removeprefix("torch."))
+            if read_ref is not None:
+                return close_to_reader(read, read_ref, expected.numel(), dtype, expected.device.type, tol.atol,
+                                       tol.rtol, ref_first=ref_first)
             return close_in_pieces(read, expected, tol.atol, tol.rtol)
         except (SlotError, RuntimeError):
             return False  # the full check says why (a malformed description is a protocol violation)

@@ -186,8 +186,9 @@ class Arena:
         ``dtype``. From the slot (memory file), a view (no copy); with ``"addr"``, read from the
         child's memory through ``mem_fd`` into buffer ``scratch`` of the calling thread, which the
         next ``read`` into that buffer overwrites (pieces of a core's cache, so the output is read
-        once and never held whole; two outputs compared piece by piece use two buffers); from device slots, a view of the output there (no copy: it is read before the
-        next input set is placed). Same arguments and errors as :meth:`read_output`.
+        once and never held whole; two outputs compared piece by piece use two buffers); from
+        device slots, a view of the output there (no copy: it is read before the next input set is
+        placed). Same arguments and errors as :meth:`read_output`.
         """
         if self.device is not None:
             whole = self.device.output_view(desc)
