@@ -38,8 +38,8 @@ def measure(contain: bool, calls: int) -> None:
         gaps, claims, freeze, thaw = [], [], [], []
         for i in range(calls):
             layout = p.arena.place((x,), 2 * x.numel() * 4)
-            reply = p.request({"op": "go", "inputs": layout, "repeat": 1, "direct": p.mem_fd is not None}, deadline)
-            p.arena.read_output(reply["out"], p.mem_fd)
+            reply = p.request({"op": "go", "inputs": layout, "repeat": 1, "direct": p.memory is not None}, deadline)
+            p.arena.read_output(reply["out"], p.memory)
             if i >= 5:  # warm
                 gaps.append(p.span_ns - reply["times_ns"][0])
                 claims.append(reply["times_ns"][0])

@@ -584,7 +584,7 @@ class _Evaluation:
         allowed = self.definition.budgets.call_deadline(first, ref_s, repeat)
         own = time.monotonic() + allowed
         try:
-            reply = child.request({"op": "go", "inputs": layout, "repeat": repeat, "direct": child.mem_fd is not None,
+            reply = child.request({"op": "go", "inputs": layout, "repeat": repeat, "direct": child.memory is not None,
                                    # [issue 16] every request alike (tests too): graphs where the problem asks for them
                                    **({"graph": True} if self._graphs else {})},
                                   min(deadline, own),
@@ -668,7 +668,7 @@ class _Evaluation:
         the CPU the slots are a shared memory file; on CUDA the same calls place into and read
         from device memory shared with the child through CUDA IPC (the GPU change), so no tensor
         data crosses the host or the socket."""
-        return child.arena.place(data, room, direct=child.mem_fd is not None)
+        return child.arena.place(data, room, direct=child.memory is not None)
 
     def _check(self, reply: dict[str, Any], out: torch.Tensor | None,
                ref: torch.Tensor) -> tuple[bool, str, dict[str, Any]]:
@@ -1248,7 +1248,7 @@ class _Evaluation:
         if len(sets) == 1:
             layout = self._place(child, sets[0].data, sets[0].room)
         else:
-            layout = child.arena.place_sets([s.data for s in sets], sets[0].room, direct=child.mem_fd is not None)
+            layout = child.arena.place_sets([s.data for s in sets], sets[0].room, direct=child.memory is not None)
         main_before = child.main_cpu_ns()
         other_before = other.cpu_ns()
         faults_before = child.faults()
@@ -1361,7 +1361,7 @@ class _Evaluation:
             call = number + j + 1
             sub_reply, ref_reply = replies["submission"][j], replies["reference"][j]
             try:
-                dtype, shape, read_ref = ref_child.arena.output_reader(ref_reply.get("out"), ref_child.mem_fd, j,
+                dtype, shape, read_ref = ref_child.arena.output_reader(ref_reply.get("out"), ref_child.memory, j,
                                                                        scratch=1)
             except SlotError as e:
                 raise _ReferenceFailed(f"the reference's output of timed call {call} could not be read in "
@@ -1394,7 +1394,7 @@ class _Evaluation:
         if not isinstance(desc, dict):
             return False
         try:
-            _dtype, shape, read = child.arena.output_reader(desc, child.mem_fd, index)
+            _dtype, shape, read = child.arena.output_reader(desc, child.memory, index)
             for start, stop in piece_bounds(math.prod(shape)):
                 read(start, stop)
         except SlotError:
@@ -1416,7 +1416,7 @@ class _Evaluation:
         if reply.get("alias") or not isinstance(desc, dict) or reply.get("out_device") is None:
             return False
         try:
-            dtype, shape, read = child.arena.output_reader(desc, child.mem_fd, index)
+            dtype, shape, read = child.arena.output_reader(desc, child.memory, index)
             if (dtype != expected.dtype or shape != list(expected.shape)
                     or torch.device(str(reply["out_device"])).type != expected.device.type):
                 return False
@@ -1524,7 +1524,7 @@ def _read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) ->
     if reply.get("out") is None:
         return None
     try:
-        return child.arena.read_output(reply["out"], child.mem_fd, index)
+        return child.arena.read_output(reply["out"], child.memory, index)
     except SlotError as e:
         raise ProtocolViolation(str(e)) from None
 

@@ -258,8 +258,9 @@ class SubmissionProcess:
         self.isolation: dict[str, Any] = {"method": method}
         #: host pid of the process running the submission (PID 1 of its namespace; see :meth:`start`)
         self.pid = self.proc.pid
-        #: the child's ``/proc/<pid>/mem`` (outputs read in place while frozen), or ``None``
-        self.mem_fd: int | None = None
+        #: the child's memory (outputs read in place while frozen, :class:`~kernelrank.runner.slots.ChildMemory`),
+        #: or ``None`` where the judge may not read it
+        self.memory: slots.ChildMemory | None = None
         self._processes: set[int] = set()
         self._frozen = False
         #: the child's integrity fingerprint in its ``hello`` answer (:meth:`start`)
@@ -284,12 +285,14 @@ class SubmissionProcess:
         # the tripwire's fingerprint before any submitted code ran (runner/integrity.py)
         self.integrity = hello.get("integrity")
         self.pid = isolation.inner_pid(self.proc.pid)
-        self.mem_fd = _open_memory(self.pid, hello.get("memory_probe"))
+        self.memory = slots.ChildMemory.open(self.pid, hello.get("memory_probe"))
         self.watch = ProcessWatch(self.pid, self.plan.uid)  # now in its network namespace
         self.isolation = isolation.measure(self.pid, self.plan)
         self.isolation["containment"] = self.containment
         # which path started the child: forked from the runner's zygote, or a new interpreter
         self.isolation["start"] = "warm" if self.warm else "cold"
+        # how the judge reads outputs where the child left them (slots.ChildMemory), or "slots"
+        self.isolation["output_reads"] = self.memory.method if self.memory is not None else "slots"
         if self.group is not None:
             self.isolation["cgroup_limits"] = dict(self.group.limits)
         # [issue 16] what bounds the child's host memory, said plainly (on CUDA there is no RLIMIT_AS)
@@ -499,29 +502,11 @@ class SubmissionProcess:
             self.group.remove()
         self.channel.close()
         self.arena.close()
-        if self.mem_fd is not None:
-            os.close(self.mem_fd)
-            self.mem_fd = None
+        if self.memory is not None:
+            self.memory.close()
+            self.memory = None
         os.close(self._dir_fd)
         remove_tree(self.workdir)
-
-
-def _open_memory(pid: int, probe: Any) -> int | None:
-    """``/proc/<pid>/mem`` opened for reading, if it reads the 64 known bytes (0, 1, ..., 63) at
-    the child's ``probe`` address; ``None`` where this judge may not read the child's memory."""
-    if type(probe) is not int or probe <= 0:
-        return None
-    try:
-        fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        if os.pread(fd, 64, probe) == bytes(range(64)):
-            return fd
-    except OSError:
-        pass
-    os.close(fd)
-    return None
 
 
 def thread_ids(pid: int) -> set[int]:

@@ -368,7 +368,7 @@ def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUES
         samples = []
         for _ in range(requests):
             layout = child.arena.place(data, 64)
-            reply = child.request({"op": "go", "inputs": layout, "repeat": 1, "direct": child.mem_fd is not None},
+            reply = child.request({"op": "go", "inputs": layout, "repeat": 1, "direct": child.memory is not None},
                                   deadline)
             if not reply.get("ok"):
                 raise RuntimeError(f"the probe's call failed: {reply.get('message')}")

@@ -223,3 +223,26 @@ def _with(t: torch.Tensor, i: int, value: float) -> tuple[torch.Tensor, torch.Te
     a, b = t.clone(), t.clone()
     a[i] = b[i] = value
     return a, b
+
+
+def test_at_the_bound_the_quick_rule_is_the_full_rules_to_the_last_bit() -> None:
+    """Values within a few ulps of ``atol + rtol * |ref|``, on either side: the quick rule (its
+    own buffers, the bound rounded as the full rule rounds it) passes exactly the values the full
+    rule passes, one value at a time, in float32 and bfloat16."""
+    g = torch.Generator().manual_seed(14)
+    for dtype, atol, rtol in ((torch.float32, 1e-6, 1e-5), (torch.bfloat16, 1e-6, 3.2e-2)):
+        n = 2000
+        # magnitudes from 1e-7 to 10, so that atol, rtol * |ref| or both make the bound
+        ref = (torch.randn(n, generator=g) * 10 ** (torch.rand(n, generator=g) * 8 - 7)).to(dtype)
+        r = ref.float()
+        bound = r.abs().mul(rtol).add(atol)
+        steps = torch.randint(-3, 4, (n,), generator=g).float()
+        sign = torch.where(torch.rand(n, generator=g) < 0.5, -1.0, 1.0)
+        out = (r + sign * bound * (1 + steps * torch.finfo(dtype).eps)).to(dtype)
+        verdicts = set()
+        for i in range(n):
+            o, e = out[i:i + 1], ref[i:i + 1]
+            full = check_output(o, e, atol, rtol).passed
+            assert close_in_pieces(lambda a, b: o[a:b], e, atol, rtol) == full, (dtype, i)  # noqa: B023
+            verdicts.add(full)
+        assert verdicts == {True, False}  # both sides of the bound were tried

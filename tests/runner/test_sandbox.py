@@ -372,7 +372,7 @@ def test_a_prepared_process_grows_no_memory_in_its_first_timed_request(tmp_path:
             deadline = time.monotonic() + 60
             child.start(deadline)
             assert child.request({"op": "load"}, deadline)["ok"]
-            direct = child.mem_fd is not None
+            direct = child.memory is not None
             one = child.arena.place(sets[0], 2 * x.numel() * 4, direct=direct)
             assert child.request({"op": "go", "inputs": one, "repeat": 3, "direct": direct}, deadline)["ok"]
             if reserve:
@@ -420,8 +420,8 @@ def test_the_judge_waits_for_an_answer_on_the_childs_main_cpu(tmp_path: Path) ->
 
         child.channel.recv = watching  # type: ignore[method-assign]
         assert child.request({"op": "load"}, deadline)["ok"]
-        layout = child.arena.place((torch.ones(1000),), 8000, direct=child.mem_fd is not None)
-        assert child.request({"op": "go", "inputs": layout, "direct": child.mem_fd is not None}, deadline)["ok"]
+        layout = child.arena.place((torch.ones(1000),), 8000, direct=child.memory is not None)
+        assert child.request({"op": "go", "inputs": layout, "direct": child.memory is not None}, deadline)["ok"]
         assert seen == [{child.home_cpu}] * 2
         assert os.sched_getaffinity(0) == mine
     finally:
