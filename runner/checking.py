@@ -198,9 +198,10 @@ def _all_finite_close(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float
     """Whether every ``|o - r|`` is within ``atol + rtol * |r|`` (1-D ``o`` and ``r`` of one dtype,
     computed in ``diff``'s and ``bound``'s, float32 or float64 buffers of their length that this
     overwrites): the largest ``|o - r| - bound`` is at most 0. Seven passes over a piece (nine for
-    bfloat16 and float16, converted first), into the two buffers, with no boolean tensor (``Tensor.all`` on one took 20 ms for 4M values here,
-    ``amax`` of the floats 0.6 ms) and no temporaries: 2.1 ms for 4M float32 values in pieces,
-    against 2.6 ms with a temporary per operation (bench/README.md, issue 14).
+    bfloat16 and float16, converted first), into the two buffers, with no boolean tensor
+    (``Tensor.all`` on one took 20 ms for 4M values here, ``amax`` of the floats 0.6 ms) and no
+    temporaries: 2.1 ms for 4M float32 values in pieces, against 2.6 ms with a temporary per
+    operation (bench/README.md, issue 14).
 
     The bound is rounded as :func:`check_output` rounds it (``|r| * rtol``, then ``+ atol``), and
     ``a - b <= 0`` holds exactly when ``a <= b`` in floating point, so True implies the full rule

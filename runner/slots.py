@@ -274,6 +274,8 @@ def _process_vm_readv() -> Any:
 
 
 _VM_READV = _process_vm_readv()
+#: the bytes at the child's ``memory_probe`` address (runner/child.py): 0, 1, ..., 63
+_PROBE = bytes(range(64))
 
 
 class ChildMemory:
@@ -296,8 +298,11 @@ class ChildMemory:
         self.pid, self.fd, self.pidfd = pid, fd, pidfd
         self._fast = pidfd is not None and _VM_READV is not None
         self._polls = threading.local()  # a poll object per thread: one may not be polled by two at once
-        #: how reads go: ``"process_vm_readv"`` or ``"/proc/<pid>/mem"`` (the latter after a refusal)
-        self.method = "process_vm_readv" if self._fast else "/proc/<pid>/mem"
+
+    @property
+    def method(self) -> str:
+        """How reads go: ``"process_vm_readv"``, or ``"/proc/<pid>/mem"`` (also after a refusal)."""
+        return "process_vm_readv" if self._fast else "/proc/<pid>/mem"
 
     @classmethod
     def open(cls, pid: int, probe: Any) -> ChildMemory | None:
@@ -311,10 +316,10 @@ class ChildMemory:
         except OSError:
             return None
         try:
-            if os.pread(fd, 64, probe) != bytes(range(64)):
-                os.close(fd)
-                return None
+            readable = os.pread(fd, 64, probe) == _PROBE
         except OSError:
+            readable = False
+        if not readable:
             os.close(fd)
             return None
         try:
@@ -324,7 +329,7 @@ class ChildMemory:
         memory = cls(pid, fd, pidfd)
         try:  # the fast way must give the probe's bytes too, or it is not used
             probe_buf = torch.empty(64, dtype=torch.uint8)
-            if memory._vm_read(probe_buf, 64, probe) and bytes(probe_buf.numpy()) != bytes(range(64)):
+            if memory._vm_read(probe_buf, 64, probe) and bytes(probe_buf.numpy()) != _PROBE:
                 memory._refused()
         except SlotError:
             memory.close()
@@ -388,7 +393,6 @@ class ChildMemory:
 
     def _refused(self) -> None:
         self._fast = False
-        self.method = "/proc/<pid>/mem"
 
     def close(self) -> None:
         """Close the file and the pidfd (idempotent)."""
