@@ -26,7 +26,8 @@ compute-bound there).
      rest went, and the half width of the speedup's interval.
 
 Usage: ``python bench/harness.py [--problem softmax] [--repeats 5] [--example correct_pytorch]
-[--conditions idle,hog] [--skip-basics] [--runs-per-score 2] [--remeasures 2] [--record FILE.json]``
+[--conditions idle,hog] [--skip-basics] [--runs-per-score 2] [--remeasures 2] [--budget-scale 1]
+[--record FILE.json]``
 """
 
 from __future__ import annotations
@@ -83,6 +84,17 @@ def _one_case_spec(spec, case: Case, mode_budget_s: float):
     benchmarks = dict(d.benchmarks, cpu=[case])
     return spec.__class__(d.model_copy(update={"benchmarks": benchmarks, "timing": timing}), spec.reference_source,
                           spec.revision + "-bench")
+
+
+def _scaled_budget_spec(spec, scale: float):
+    """The problem's revision with its CPU benchmark and leaderboard budgets per case (seconds)
+    multiplied by ``scale``: what a longer measurement buys (``--budget-scale``)."""
+    d = spec.definition
+    timing = dict(d.timing)
+    cpu = timing["cpu"]
+    timing["cpu"] = cpu.model_copy(update={"benchmark": cpu.benchmark * scale, "leaderboard": cpu.leaderboard * scale})
+    return spec.__class__(d.model_copy(update={"timing": timing}), spec.reference_source,
+                          spec.revision + f"-budget-x{scale:g}")
 
 
 def test_mode_wall_time(spec, examples: Path, options: EvalOptions) -> None:
@@ -347,6 +359,8 @@ def main() -> None:
                         help="leaderboard runs per score (the service: 2, its public and secret runs)")
     parser.add_argument("--remeasures", type=int, default=get_settings().remeasures,
                         help="times a score not rankable is measured again (default: the service's, settings.remeasures)")
+    parser.add_argument("--budget-scale", type=float, default=1.0,
+                        help="multiply the problem's CPU timing budget per case (leaderboard and benchmark mode)")
     parser.add_argument("--record", type=Path, help="append the scores' runs to this JSON recording")
     parser.add_argument("--timer-speedups", type=Path, help=argparse.SUPPRESS)  # figure 2b's own process
     args = parser.parse_args()
@@ -358,6 +372,10 @@ def main() -> None:
     print(f"machine: {info.name}, {threads} threads, {info.memory_bytes / 2**30:.0f} GiB, torch {info.torch}, "
           f"triton {info.triton}, Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}")
     spec = load_problem(args.problem).spec()
+    if args.budget_scale != 1.0:
+        spec = _scaled_budget_spec(spec, args.budget_scale)
+        print(f"timing budget per case on the CPU: {spec.definition.timing['cpu'].leaderboard:g} s "
+              f"(the problem's x {args.budget_scale:g})")
     if args.problem == "softmax":
         m, n, dtype = args.case.split(",")
         case = Case(M=int(m), N=int(n), dtype=dtype, seed=4242)

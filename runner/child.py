@@ -87,7 +87,11 @@ def reserve_heap(nbytes: int) -> int:
     give them back to glibc, which keeps them (:func:`steady_allocator`); returns the bytes
     reserved (0 where glibc is not the allocator).
 
-    Blocks of :data:`_RESERVE_BLOCK_BYTES` are allocated together, faulted in (``madvise``'s
+    Blocks of :data:`_RESERVE_BLOCK_BYTES` are allocated together, advised ``MADV_HUGEPAGE`` (so
+    that PyTorch's large blocks, advised alike under the child's ``THP_MEM_ALLOC_ENABLE``
+    (:func:`~kernelrank.runner.sandbox.child_environment`), find huge pages there from the first
+    call, not small ones that ``khugepaged`` would collapse in the middle of a run; ignored where
+    the host has transparent huge pages off), faulted in (``madvise``'s
     ``MADV_POPULATE_WRITE``: about 1.2 µs a page here, half the cost of touching each page; a
     ``memset`` where the kernel lacks it), then freed: the heap's free memory then holds that
     many bytes of mapped pages, so allocations a kernel's calls make within it never fault. The
@@ -99,7 +103,7 @@ def reserve_heap(nbytes: int) -> int:
     """
     import ctypes
 
-    from kernelrank.runner.slots import MADV_POPULATE_WRITE
+    from kernelrank.runner.slots import MADV_HUGEPAGE, MADV_POPULATE_WRITE
 
     libc = _libc()
     if nbytes <= 0 or libc is None:
@@ -121,6 +125,7 @@ def reserve_heap(nbytes: int) -> int:
             blocks.append(address)
             start = -(-address // page) * page
             length = (address + _RESERVE_BLOCK_BYTES - start) // page * page
+            madvise(start, length, MADV_HUGEPAGE)  # fails harmlessly where THP is off
             if madvise(start, length, MADV_POPULATE_WRITE) != 0:
                 ctypes.memset(address, 0, _RESERVE_BLOCK_BYTES)
     finally:

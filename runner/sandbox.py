@@ -117,6 +117,16 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     calls took 4x their time, and per-request log ratios had a standard deviation of 0.5-0.8
     against 0.03-0.1 bound: ``bench/README.md``, issue 14). Threads a submission starts itself,
     outside OpenMP, inherit the main thread's CPU.
+
+    Where the host lets transparent huge pages back advised memory (:func:`host_huge_pages`:
+    ``madvise`` or ``always``), ``THP_MEM_ALLOC_ENABLE=1`` makes PyTorch's CPU allocator align
+    every block of 2 MiB or more to a page and advise it ``MADV_HUGEPAGE``;
+    :func:`~kernelrank.runner.child.reserve_heap` advises the reserved heap alike. Without it,
+    processes ran the bfloat16 softmax cases at one of two speeds each, 20-25% apart, for their
+    life (the reference's and ``correct_pytorch``'s alike): the largest part of a run's interval
+    and of the spread between runs. With it, they ran at one speed. Without huge pages (THP
+    ``never``) the page alignment alone put every process in the slow mode, the reference's
+    bfloat16 softmax 15-30% slower, so it is not asked for there (bench/README.md, issue 14, section 15).
     """
     src = os.environ if source_env is None else source_env
     env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
@@ -141,9 +151,23 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
         "PYTHONUNBUFFERED": "1",
         "PYTHONHASHSEED": "0",
     })
+    if host_huge_pages() in ("madvise", "always"):
+        env["THP_MEM_ALLOC_ENABLE"] = "1"  # large blocks page-aligned, in huge pages: see the docstring
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
     return env
+
+
+def host_huge_pages() -> str:
+    """The host's transparent huge page setting (``/sys/kernel/mm/transparent_hugepage/enabled``:
+    ``always``, ``madvise`` or ``never``), or ``"unknown"`` where it cannot be read (no THP in
+    the kernel, another OS)."""
+    try:
+        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text(encoding="ascii")
+    except (OSError, UnicodeDecodeError):
+        return "unknown"
+    start, end = text.find("["), text.find("]")
+    return text[start + 1:end] if 0 <= start < end else "unknown"
 
 
 def _only_cpu(pid: int) -> int | None:
@@ -261,6 +285,10 @@ class SubmissionProcess:
         #: the child's memory (outputs read in place while frozen, :class:`~kernelrank.runner.slots.ChildMemory`),
         #: or ``None`` where the judge may not read it
         self.memory: slots.ChildMemory | None = None
+        # faults(): the last reading's fault count and resident pages, and the pages that became
+        # resident beyond the faults counted (huge pages: one fault each)
+        self._faults_seen: tuple[int, int] | None = None
+        self._beyond_faults = 0
         self._processes: set[int] = set()
         self._frozen = False
         #: the child's integrity fingerprint in its ``hello`` answer (:meth:`start`)
@@ -293,6 +321,8 @@ class SubmissionProcess:
         self.isolation["start"] = "warm" if self.warm else "cold"
         # how the judge reads outputs where the child left them (slots.ChildMemory), or "slots"
         self.isolation["output_reads"] = self.memory.method if self.memory is not None else "slots"
+        # whether the child's large blocks may be huge pages (child_environment: THP_MEM_ALLOC_ENABLE)
+        self.isolation["huge_pages"] = host_huge_pages()
         if self.group is not None:
             self.isolation["cgroup_limits"] = dict(self.group.limits)
         # [issue 16] what bounds the child's host memory, said plainly (on CUDA there is no RLIMIT_AS)
@@ -319,16 +349,29 @@ class SubmissionProcess:
             return 0
 
     def faults(self) -> int | None:
-        """Page faults (minor and major) of the child's process so far, all its threads together,
-        from the kernel's accounting (``/proc/<pid>/stat``, fields 10 and 12): a figure the child
-        cannot forge. ``None`` when unreadable. The judge's warm-up reads it around each request:
-        a call that faults is still growing its process's memory, not in its steady state
-        (:data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`)."""
+        """Page faults of the child's process so far, all its threads together, counted in base
+        pages, from the kernel's accounting (``/proc/<pid>/stat``): a figure the child cannot
+        forge. ``None`` when unreadable. The judge's warm-up reads it around each request: a call
+        that faults is still growing its process's memory, not in its steady state
+        (:data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`).
+
+        The count is the minor and major faults (fields 10 and 12), plus, between two readings,
+        whatever the resident set (field 24, in pages) grew beyond the faults counted: a
+        transparent huge page (the child's ``THP_MEM_ALLOC_ENABLE``,
+        :func:`child_environment`) is one fault for 512 pages, 2 MiB cleared. So the difference
+        of two readings is the larger of the faults and the pages made resident meanwhile."""
         fields = _stat_fields(self.pid)
         try:
-            return None if fields is None else int(fields[7]) + int(fields[9])  # minflt, majflt (10, 12)
+            if fields is None:
+                return None
+            faults, resident = int(fields[7]) + int(fields[9]), int(fields[21])  # minflt, majflt, rss
         except (ValueError, IndexError):
             return None
+        if self._faults_seen is not None:
+            seen_faults, seen_resident = self._faults_seen
+            self._beyond_faults += max(0, (resident - seen_resident) - (faults - seen_faults))
+        self._faults_seen = (faults, resident)
+        return faults + self._beyond_faults
 
     def cpu_ns(self) -> int | None:
         """CPU time (ns) the job used so far: its cgroup's, every process it ever started included

@@ -15,7 +15,9 @@ sandbox a job's child gets (namespaces, read-only view, cgroup, limits), on the 
   not failed);
 - **judge's clock**: the runner's per-request overhead (:func:`measure_overhead`), the base of the
   judge's cross-check of claims at kernel scale (:func:`~kernelrank.runner.stats.judge_batches`);
-- **containment**: what bounds the child's host memory (a cgroup, or not: reported).
+- **containment**: what bounds the child's host memory (a cgroup, or not: reported), how the
+  judge reads the child's outputs (:func:`output_reads_check`), and whether the children's large
+  blocks may be huge pages (:func:`huge_pages_check`).
 
 It prints a table (Rich) and exits non-zero on any failure. Budgets are shrunk
 (:class:`SelfTestOptions`; ``--quick`` shrinks them further and times one benchmark case per
@@ -151,6 +153,8 @@ class SelfTestReport:
     checks: list[Check] = field(default_factory=list)
     overhead: dict[str, Any] | None = None
     host_memory: str = ""
+    #: how the judge reads the child's outputs (``isolation.output_reads``: :func:`output_reads_check`)
+    output_reads: str = ""
     seconds: float = 0.0
 
     @property
@@ -163,7 +167,8 @@ class SelfTestReport:
         return {"status": "passed" if self.passed else "failed", "at": self.started, "device": self.device,
                 "checks": len(self.checks), "failed": len(bad),
                 "failures": [f"{c.group} {c.name} ({c.mode}): {c.got}"[:300] for c in bad[:10]],
-                "seconds": round(self.seconds, 1), "overhead": self.overhead, "host_memory": self.host_memory}
+                "seconds": round(self.seconds, 1), "overhead": self.overhead, "host_memory": self.host_memory,
+                "output_reads": self.output_reads}
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.summary(), "rows": [asdict(c) for c in self.checks]}
@@ -318,7 +323,8 @@ class SelfTest:
         """The runner's per-request overhead, and what bounds the child's host memory."""
         started = time.monotonic()
         try:
-            overhead, memory = measure_overhead(self.options.device, self.root / "scratch")
+            overhead, measured = measure_overhead(self.options.device, self.root / "scratch")
+            memory = str(measured["host_memory"])
             report.overhead, report.host_memory = overhead.to_dict(), memory
             self._add(report, Check("judge's clock", "per-request overhead", "-", "measured",
                                     f"{overhead.median_ns / 1e3:.0f} ± {overhead.spread_ns / 1e3:.0f} µs", True,
@@ -332,6 +338,47 @@ class SelfTest:
                                 "" if memory.startswith("cgroup") else
                                 "no cgroup memory controller: on CUDA (no address-space limit) a memory bomb meets "
                                 "the host's OOM killer"))
+        report.output_reads = str(measured.get("output_reads") or "")
+        self._add(report, output_reads_check(self.options.device, report.output_reads or None))
+        self._add(report, huge_pages_check(str(measured.get("huge_pages") or "unknown")))
+
+
+def huge_pages_check(setting: str) -> Check:
+    """The row for the host's transparent huge pages (``isolation.huge_pages``,
+    :func:`~kernelrank.runner.sandbox.host_huge_pages`). ``madvise`` or ``always`` is expected:
+    the children's large blocks are then huge pages
+    (:func:`~kernelrank.runner.sandbox.child_environment`), and processes run a case at one
+    speed. Any other setting passes with a note: every verdict holds, but processes may run the
+    bfloat16 cases at one of two speeds, so intervals are wider and scores spread more (1.07
+    against 1.04 at idle, bench/README.md, issue 14, section 15)."""
+    ok = setting in ("madvise", "always")
+    return Check("containment", "huge pages", "-", "madvise or always",
+                 setting if ok else f"{setting} (processes may differ in speed: wider intervals)", True, 0.0,
+                 "" if ok else "transparent huge pages are off: set /sys/kernel/mm/transparent_hugepage/enabled "
+                               "to madvise for steadier timings")
+
+
+def output_reads_check(device: str, method: str | None) -> Check:
+    """The row for how the judge reads a child's outputs (``isolation.output_reads`` of the probe's
+    child, :class:`~kernelrank.runner.slots.ChildMemory`). ``process_vm_readv`` is expected: each
+    output is read where the child left it. Two fallbacks pass with a note, since every verdict
+    holds on them but the checking is slower: ``/proc/<pid>/mem`` (the host refused the call: a
+    seccomp profile, ``kernel.yama.ptrace_scope``; 16 MiB read in 4.3 ms instead of 1.7 ms,
+    bench/README.md, issue 14, section 14) and ``slots`` (the child's memory unreadable either
+    way: the child copies each output into its shared slots after its call; on CUDA outputs are
+    device memory shared with the child in any case). Anything else fails."""
+    got = method or "unknown"
+    notes = {"process_vm_readv": "",
+             "/proc/<pid>/mem": "process_vm_readv was refused here (a seccomp profile, or ptrace_scope): outputs are "
+                                "read through /proc/<pid>/mem, about 2.5x slower; verdicts are the same",
+             "slots": "" if device != "cpu" else
+                      "the child's memory could not be read: each output is copied into the shared slots by the "
+                      "child after its call, a copy per output; verdicts are the same"}
+    why = {"/proc/<pid>/mem": " (process_vm_readv refused: about 2.5x slower)",
+           "slots": " (the child's memory unreadable: each output copied by the child, slower)"}
+    shown = got + (why.get(got, "") if notes.get(got) else "")
+    return Check("containment", "output reads", "-", "process_vm_readv", shown, got in notes, 0.0,
+                 notes.get(got, f"unknown way of reading outputs: {got}"))
 
 
 #: Requests of a do-nothing call measured for the runner's overhead.
@@ -339,11 +386,13 @@ OVERHEAD_REQUESTS = 60
 _NOOP = "def custom_kernel(data):\n    return data[0].clone()\n"
 
 
-def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUESTS) -> tuple[Any, str]:
+def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUESTS) -> tuple[Any, dict[str, Any]]:
     """The runner's per-request overhead (:func:`~kernelrank.runner.stats.runner_overhead`) from
     ``go`` requests of a call that only copies a 4-element input, through the same sandbox,
-    freezer and socket as a job; and what bounds the child's host memory (``"cgroup <n> bytes"``,
-    ``"address space <n> bytes"`` or ``"unbounded"``).
+    freezer and socket as a job; and the probe child's isolation record
+    (:meth:`~kernelrank.runner.sandbox.SubmissionProcess.start`), its ``host_memory`` what bounds
+    the child's host memory (``"cgroup <n> bytes"``, ``"address space <n> bytes"`` or
+    ``"unbounded"``) and its ``output_reads`` how the judge reads the child's outputs.
 
     Raises:
         RuntimeError: the child did not answer as expected.
@@ -373,8 +422,8 @@ def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUES
             if not reply.get("ok"):
                 raise RuntimeError(f"the probe's call failed: {reply.get('message')}")
             samples.append(child.span_ns - sum(reply["times_ns"]))
-        memory = measured.get("host_memory") or host_memory_bound(measured)
-        return runner_overhead(samples[len(samples) // 6:]), memory
+        measured = dict(measured, host_memory=measured.get("host_memory") or host_memory_bound(measured))
+        return runner_overhead(samples[len(samples) // 6:]), measured
     finally:
         child.close()
 

@@ -58,6 +58,9 @@ def nbytes(value: Any) -> int:
 
 #: ``madvise`` advice that faults a range in, writable, without touching it (Linux 5.14+).
 MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
+#: ``madvise`` advice that lets transparent huge pages back a range (where the host's THP setting
+#: is ``madvise`` or ``always``).
+MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
 
 
 class SlotError(ValueError):

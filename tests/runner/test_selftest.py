@@ -147,3 +147,28 @@ def test_the_self_test_passes_on_the_cpu_in_the_sandbox() -> None:
 def test_summary_is_json() -> None:
     report = SelfTestReport("cpu", "x", checks=[Check("a", "b", "-", "x", "x", True, 0.0)])
     assert json.loads(json.dumps(report.summary()))["status"] == "passed"
+
+
+def test_the_output_reads_row_says_how_the_judge_reads_the_childs_outputs(tmp_path: Path) -> None:
+    fast = selftest.output_reads_check("cpu", "process_vm_readv")
+    assert fast.passed and fast.got == "process_vm_readv" and not fast.detail
+    slow = selftest.output_reads_check("cpu", "/proc/<pid>/mem")
+    assert slow.passed and "2.5x slower" in slow.got and "refused" in slow.detail and "2.5x" in slow.detail
+    copied = selftest.output_reads_check("cpu", "slots")
+    assert copied.passed and "copied by the child" in copied.got and "copied" in copied.detail
+    assert selftest.output_reads_check("cuda", "slots").got == "slots"
+    assert not selftest.output_reads_check("cpu", None).passed
+    # the probe's real child on this machine: its record says how its outputs were read
+    _overhead, measured = selftest.measure_overhead("cpu", tmp_path / "scratch", requests=6)
+    assert measured["output_reads"] in ("process_vm_readv", "/proc/<pid>/mem")
+    assert selftest.output_reads_check("cpu", measured["output_reads"]).passed
+    assert str(measured["host_memory"]).split()[0] in ("cgroup", "address", "unbounded")
+    from kernelrank.runner.sandbox import host_huge_pages
+
+    assert measured["huge_pages"] == host_huge_pages()
+
+
+def test_the_huge_pages_row_passes_either_way_and_says_what_it_costs() -> None:
+    assert selftest.huge_pages_check("madvise").got == "madvise"
+    off = selftest.huge_pages_check("never")
+    assert off.passed and "wider intervals" in off.got and "madvise" in off.detail
