@@ -76,25 +76,20 @@ def identical_source(spec) -> tuple[str, str]:
     return f"{spec.definition.name}'s reference as a submission", reference_submission(spec)
 
 
+def _cpu_timed_spec(spec, suffix: str, benchmark_s: float, leaderboard_s: float, **update):
+    """The problem's revision with its CPU timing budgets per case (seconds) in benchmark and
+    leaderboard mode set, and the definition's other fields in ``update``; its revision
+    ``suffix``-ed so that nothing mistakes it for the problem's."""
+    d = spec.definition
+    cpu = d.timing["cpu"].model_copy(update={"benchmark": benchmark_s, "leaderboard": leaderboard_s})
+    return spec.__class__(d.model_copy(update={**update, "timing": dict(d.timing, cpu=cpu)}), spec.reference_source,
+                          spec.revision + suffix)
+
+
 def _one_case_spec(spec, case: Case, mode_budget_s: float):
     """The problem's revision restricted to one CPU benchmark case, with a longer timing budget."""
-    d = spec.definition
-    timing = dict(d.timing)
-    timing["cpu"] = timing["cpu"].model_copy(update={"benchmark": mode_budget_s, "leaderboard": mode_budget_s})
-    benchmarks = dict(d.benchmarks, cpu=[case])
-    return spec.__class__(d.model_copy(update={"benchmarks": benchmarks, "timing": timing}), spec.reference_source,
-                          spec.revision + "-bench")
-
-
-def _scaled_budget_spec(spec, scale: float):
-    """The problem's revision with its CPU benchmark and leaderboard budgets per case (seconds)
-    multiplied by ``scale``: what a longer measurement buys (``--budget-scale``)."""
-    d = spec.definition
-    timing = dict(d.timing)
-    cpu = timing["cpu"]
-    timing["cpu"] = cpu.model_copy(update={"benchmark": cpu.benchmark * scale, "leaderboard": cpu.leaderboard * scale})
-    return spec.__class__(d.model_copy(update={"timing": timing}), spec.reference_source,
-                          spec.revision + f"-budget-x{scale:g}")
+    return _cpu_timed_spec(spec, "-bench", mode_budget_s, mode_budget_s,
+                           benchmarks=dict(spec.definition.benchmarks, cpu=[case]))
 
 
 def test_mode_wall_time(spec, examples: Path, options: EvalOptions) -> None:
@@ -373,7 +368,9 @@ def main() -> None:
           f"triton {info.triton}, Python {platform.python_version()}, load average {os.getloadavg()[0]:.2f}")
     spec = load_problem(args.problem).spec()
     if args.budget_scale != 1.0:
-        spec = _scaled_budget_spec(spec, args.budget_scale)
+        cpu = spec.definition.timing["cpu"]
+        spec = _cpu_timed_spec(spec, f"-budget-x{args.budget_scale:g}", cpu.benchmark * args.budget_scale,
+                               cpu.leaderboard * args.budget_scale)
         print(f"timing budget per case on the CPU: {spec.definition.timing['cpu'].leaderboard:g} s "
               f"(the problem's x {args.budget_scale:g})")
     if args.problem == "softmax":

@@ -368,17 +368,17 @@ def output_reads_check(device: str, method: str | None) -> Check:
     way: the child copies each output into its shared slots after its call; on CUDA outputs are
     device memory shared with the child in any case). Anything else fails."""
     got = method or "unknown"
-    notes = {"process_vm_readv": "",
-             "/proc/<pid>/mem": "process_vm_readv was refused here (a seccomp profile, or ptrace_scope): outputs are "
-                                "read through /proc/<pid>/mem, about 2.5x slower; verdicts are the same",
-             "slots": "" if device != "cpu" else
-                      "the child's memory could not be read: each output is copied into the shared slots by the "
-                      "child after its call, a copy per output; verdicts are the same"}
-    why = {"/proc/<pid>/mem": " (process_vm_readv refused: about 2.5x slower)",
-           "slots": " (the child's memory unreadable: each output copied by the child, slower)"}
-    shown = got + (why.get(got, "") if notes.get(got) else "")
-    return Check("containment", "output reads", "-", "process_vm_readv", shown, got in notes, 0.0,
-                 notes.get(got, f"unknown way of reading outputs: {got}"))
+    # per way that passes: what the row shows after its name, and its detail
+    passing = {"process_vm_readv": ("", ""),
+              "/proc/<pid>/mem": (" (process_vm_readv refused: about 2.5x slower)",
+                                  "process_vm_readv was refused here (a seccomp profile, or ptrace_scope): outputs are "
+                                  "read through /proc/<pid>/mem, about 2.5x slower; verdicts are the same"),
+              "slots": ("", "") if device != "cpu" else
+                       (" (the child's memory unreadable: each output copied by the child, slower)",
+                        "the child's memory could not be read: each output is copied into the shared slots by the "
+                        "child after its call, a copy per output; verdicts are the same")}
+    shown, detail = passing.get(got, ("", f"unknown way of reading outputs: {got}"))
+    return Check("containment", "output reads", "-", "process_vm_readv", got + shown, got in passing, 0.0, detail)
 
 
 #: Requests of a do-nothing call measured for the runner's overhead.

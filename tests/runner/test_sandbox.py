@@ -146,12 +146,9 @@ def test_isolation_is_recorded(double, options) -> None:
         assert iso["capabilities"] == "0000000000000000" and lim["processes_enforced"]
 
 
-@pytest.mark.parametrize("start", ["cold", "warm"])
-def test_openmp_threads_are_bound_one_per_cpu(double, options, start: str) -> None:
-    """The timed child's OpenMP threads each keep to a CPU of their own, the main thread to the
-    first CPU the judge may use, whether the child starts cold or is forked from a zygote
-    (``sandbox.child_environment``: unbound, the main thread and its worker shared a CPU for
-    milliseconds at a time while the other stood idle)."""
+def _report(double, options, name: str, start: str) -> dict:
+    """Run the fixture submission ``name`` in test mode in a child started ``cold`` or ``warm``
+    (forked from a zygote), assert it passed, and return the JSON line it printed last."""
     import json
 
     from kernelrank.runner.devices import cpu_threads
@@ -159,12 +156,21 @@ def test_openmp_threads_are_bound_one_per_cpu(double, options, start: str) -> No
 
     zygote = Zygote.start("cpu", cpu_threads(0)) if start == "warm" else None
     try:
-        r = _run(double, submission("report_scheduling.py"), _options(options, zygote=zygote))
+        r = _run(double, submission(name), _options(options, zygote=zygote))
     finally:
         if zygote is not None:
             zygote.close()
     assert r.status.value == "passed", r.message
-    report = json.loads([line for line in r.logs["stdout"].splitlines() if line.startswith("{")][-1])
+    return json.loads([line for line in r.logs["stdout"].splitlines() if line.startswith("{")][-1])
+
+
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_openmp_threads_are_bound_one_per_cpu(double, options, start: str) -> None:
+    """The timed child's OpenMP threads each keep to a CPU of their own, the main thread to the
+    first CPU the judge may use, whether the child starts cold or is forked from a zygote
+    (``sandbox.child_environment``: unbound, the main thread and its worker shared a CPU for
+    milliseconds at a time while the other stood idle)."""
+    report = _report(double, options, "report_scheduling.py", start)
     cpus = sorted(os.sched_getaffinity(0))
     assert report["main"] == str(cpus[0]), report
     bound = {mask for mask in report["threads"].values() if mask.isdigit()}
@@ -179,20 +185,9 @@ def test_large_blocks_are_page_aligned_huge_pages_where_the_host_has_them(double
     (``THP_MEM_ALLOC_ENABLE``, ``sandbox.child_environment``), whether the child starts cold or
     is forked from a zygote: processes otherwise ran the bfloat16 softmax cases at one of two
     speeds for their life (bench/README.md, issue 14, section 15). Elsewhere it is not asked for."""
-    import json
-
-    from kernelrank.runner.devices import cpu_threads
     from kernelrank.runner.sandbox import host_huge_pages
-    from kernelrank.runner.zygote import Zygote
 
-    zygote = Zygote.start("cpu", cpu_threads(0)) if start == "warm" else None
-    try:
-        r = _run(double, submission("report_memory.py"), _options(options, zygote=zygote))
-    finally:
-        if zygote is not None:
-            zygote.close()
-    assert r.status.value == "passed", r.message
-    report = json.loads([line for line in r.logs["stdout"].splitlines() if line.startswith("{")][-1])
+    report = _report(double, options, "report_memory.py", start)
     if host_huge_pages() in ("madvise", "always"):
         assert report["env"] == "1" and report["offset"] == 0 and report["eligible"] == "1", report
     else:
