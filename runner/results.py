@@ -129,7 +129,9 @@ class EvalResult:
     only the working folder and private temporary folders writable, or ``private-cwd``), ``user``
     (``sandbox-uid`` or ``same-uid`` as the judge), ``uid``, ``capabilities`` (hex), ``hidden``
     and ``private_tmp`` folders, ``limits`` (named as in
-    :class:`~kernelrank.runner.limits.SandboxLimits`, plus ``processes_enforced``) and ``cleanup``. ``needs_review`` marks a passing result whose speedup
+    :class:`~kernelrank.runner.limits.SandboxLimits`, plus ``processes_enforced``), ``priority``
+    (``nice`` of the child's thread and of its ``autogroup``: :func:`~kernelrank.runner.isolation.priority`),
+    ``huge_pages``, ``output_reads`` and ``cleanup``. ``needs_review`` marks a passing result whose speedup
     is beyond the problem's ``review_speedup`` (``review_reason`` says which), for an
     administrator to look at; the verdict itself is unchanged. ``ceilings`` are the measured
     ceilings of the machine that ran it (:mod:`kernelrank.runner.ceilings`), from which each

@@ -16,8 +16,9 @@ sandbox a job's child gets (namespaces, read-only view, cgroup, limits), on the 
 - **judge's clock**: the runner's per-request overhead (:func:`measure_overhead`), the base of the
   judge's cross-check of claims at kernel scale (:func:`~kernelrank.runner.stats.judge_batches`);
 - **containment**: what bounds the child's host memory (a cgroup, or not: reported), how the
-  judge reads the child's outputs (:func:`output_reads_check`), and whether the children's large
-  blocks may be huge pages (:func:`huge_pages_check`).
+  judge reads the child's outputs (:func:`output_reads_check`), whether the children's large
+  blocks may be huge pages (:func:`huge_pages_check`), and whether they run ahead of the host's
+  other work (:func:`priority_check`).
 
 It prints a table (Rich) and exits non-zero on any failure. Budgets are shrunk
 (:class:`SelfTestOptions`; ``--quick`` shrinks them further and times one benchmark case per
@@ -155,6 +156,8 @@ class SelfTestReport:
     host_memory: str = ""
     #: how the judge reads the child's outputs (``isolation.output_reads``: :func:`output_reads_check`)
     output_reads: str = ""
+    #: the children's scheduling priority as the self-test's row shows it (:func:`priority_check`)
+    priority: str = ""
     seconds: float = 0.0
 
     @property
@@ -168,7 +171,7 @@ class SelfTestReport:
                 "checks": len(self.checks), "failed": len(bad),
                 "failures": [f"{c.group} {c.name} ({c.mode}): {c.got}"[:300] for c in bad[:10]],
                 "seconds": round(self.seconds, 1), "overhead": self.overhead, "host_memory": self.host_memory,
-                "output_reads": self.output_reads}
+                "output_reads": self.output_reads, "priority": self.priority}
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.summary(), "rows": [asdict(c) for c in self.checks]}
@@ -341,6 +344,31 @@ class SelfTest:
         report.output_reads = str(measured.get("output_reads") or "")
         self._add(report, output_reads_check(self.options.device, report.output_reads or None))
         self._add(report, huge_pages_check(str(measured.get("huge_pages") or "unknown")))
+        row = priority_check(measured.get("priority"))
+        report.priority = row.got
+        self._add(report, row)
+
+
+def priority_check(found: dict[str, Any] | None) -> Check:
+    """The row for the children's scheduling priority (``isolation.priority`` of the probe's child,
+    read from ``/proc`` by the judge: :func:`~kernelrank.runner.isolation.priority`). The nice value
+    :data:`~kernelrank.runner.isolation.CHILD_NICE` on the child's thread, and on its autogroup where
+    the kernel has autogroups on, is expected. Anything else passes with a note: every verdict
+    holds and both sides of a pair are treated alike, but a timed call then shares its CPUs with
+    the host's other work as an equal, so scores taken on a busy machine spread more (issue 14,
+    bench/README.md, section 16). The usual cause is a judge not running as root (no
+    ``CAP_SYS_NICE``)."""
+    from kernelrank.runner.isolation import CHILD_NICE
+
+    found = found or {}
+    nice, group = found.get("nice"), found.get("autogroup")
+    ok = nice == CHILD_NICE and group in (None, CHILD_NICE)
+    shown = f"nice {nice}" + (f", autogroup {group}" if group is not None else "")
+    return Check("containment", "priority", "-", f"nice {CHILD_NICE}",
+                 shown if ok else f"{shown} (not raised: timed calls share their CPUs with other work)", True, 0.0,
+                 "" if ok else f"the children could not be given nice {CHILD_NICE} (CAP_SYS_NICE: run the runner "
+                               "as root): on a busy machine, timed calls share their CPUs with the host's other "
+                               "work as equals, so scores spread more; verdicts are the same")
 
 
 def huge_pages_check(setting: str) -> Check:
@@ -392,7 +420,8 @@ def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUES
     freezer and socket as a job; and the probe child's isolation record
     (:meth:`~kernelrank.runner.sandbox.SubmissionProcess.start`), its ``host_memory`` what bounds
     the child's host memory (``"cgroup <n> bytes"``, ``"address space <n> bytes"`` or
-    ``"unbounded"``) and its ``output_reads`` how the judge reads the child's outputs.
+    ``"unbounded"``), its ``output_reads`` how the judge reads the child's outputs and its
+    ``priority`` the child's nice values.
 
     Raises:
         RuntimeError: the child did not answer as expected.

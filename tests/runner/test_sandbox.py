@@ -194,6 +194,57 @@ def test_large_blocks_are_page_aligned_huge_pages_where_the_host_has_them(double
         assert report["env"] is None, report
 
 
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_it_further(
+        double, options, start: str) -> None:
+    """Where the judge may raise priorities (root: ``CAP_SYS_NICE``), the child's threads, OpenMP's
+    included, and its session's autogroup have nice ``isolation.CHILD_NICE``, whether the child
+    starts cold or is forked from a zygote, so a timed call takes its CPUs ahead of the host's
+    other work; a sandboxed child cannot lower its nice further (issue 14). A judge that may not
+    raise them leaves them at 0."""
+    report = _report(double, options, "report_priority.py", start)
+    method = isolation.choose("auto")[0]
+    want = isolation.CHILD_NICE if os.geteuid() == 0 else 0
+    assert len(report["threads"]) >= report["torch_threads"], report
+    assert set(report["threads"].values()) == {want}, report
+    enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    if enabled.exists() and enabled.read_text().strip() == "1":
+        assert report["autogroup"] == want, report
+    if method != "none":
+        assert report["lower_thread"].startswith("refused"), report
+        assert report["lower_autogroup"].startswith("refused") or report["autogroup"] is None, report
+
+
+def test_the_judge_reads_a_process_priority_from_outside() -> None:
+    """``isolation.priority`` reads the nice value of a live process's main thread and autogroup
+    from ``/proc``; ``raise_priority`` sets both in the calling process's session."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the forked process
+        try:
+            os.setsid()
+            isolation.raise_priority(5)  # raising a nice value needs no privilege
+            time.sleep(5)
+        finally:
+            os._exit(0)
+    try:
+        deadline = time.monotonic() + 5
+        while isolation.priority(pid)["nice"] != 5 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        found = isolation.priority(pid)
+        assert found["nice"] == 5, found
+        enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
+        if enabled.exists() and enabled.read_text().strip() == "1":
+            assert found["autogroup"] == 5, found
+        else:
+            assert found["autogroup"] is None, found
+        mine = isolation.priority(os.getpid())
+        assert mine["nice"] == os.getpriority(os.PRIO_PROCESS, 0), mine
+    finally:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert isolation.priority(pid) == {"nice": None, "autogroup": None}
+
+
 def test_faults_count_a_huge_page_as_the_pages_it_makes_resident(tmp_path: Path) -> None:
     """``SubmissionProcess.faults`` counts in base pages: a 16 MiB output made resident in huge
     pages (8 faults of 2 MiB) reads as at least its 4096 pages, as it does in small pages, so

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from kernelrank.runner import selftest, worker
+from kernelrank.runner import isolation, selftest, worker
 from kernelrank.runner.selftest import (
     Check,
     SelfTest,
@@ -166,6 +167,19 @@ def test_the_output_reads_row_says_how_the_judge_reads_the_childs_outputs(tmp_pa
     from kernelrank.runner.sandbox import host_huge_pages
 
     assert measured["huge_pages"] == host_huge_pages()
+    # the probe's child runs at the raised priority where the judge may raise it (root)
+    assert measured["priority"]["nice"] == (isolation.CHILD_NICE if os.geteuid() == 0 else 0)
+    assert selftest.priority_check(measured["priority"]).got.startswith("nice ")
+
+
+def test_the_priority_row_passes_either_way_and_says_what_it_costs() -> None:
+    nice = isolation.CHILD_NICE
+    raised = selftest.priority_check({"nice": nice, "autogroup": nice})
+    assert raised.passed and raised.got == f"nice {nice}, autogroup {nice}" and not raised.detail
+    assert selftest.priority_check({"nice": nice, "autogroup": None}).got == f"nice {nice}"
+    for found in ({"nice": 0, "autogroup": 0}, {"nice": nice, "autogroup": 0}, None):
+        low = selftest.priority_check(found)
+        assert low.passed and "not raised" in low.got and "CAP_SYS_NICE" in low.detail, found
 
 
 def test_the_huge_pages_row_passes_either_way_and_says_what_it_costs() -> None:
