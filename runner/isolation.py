@@ -263,6 +263,18 @@ def raise_priority(nice: int) -> None:
         pass
 
 
+#: ``CAP_SYS_NICE``'s bit in a capability set (``capability.h``).
+CAP_SYS_NICE = 23
+
+
+def may_raise_priority() -> bool:
+    """Whether a child this process starts can give itself :data:`CHILD_NICE`: this process has
+    ``CAP_SYS_NICE`` in its effective set (``/proc/self/status``), as a judge running as root
+    has, and a child inherits before it drops its capabilities."""
+    cap = _status_fields(os.getpid())[1]
+    return cap is not None and bool(int(cap, 16) >> CAP_SYS_NICE & 1)
+
+
 def priority(pid: int) -> dict[str, int | None]:
     """The scheduling priority of the live process ``pid``, read from ``/proc`` (not reported by
     the child): ``nice``, the nice value of its main thread (``/proc/<pid>/stat``, field 19), and

@@ -197,14 +197,14 @@ def test_large_blocks_are_page_aligned_huge_pages_where_the_host_has_them(double
 @pytest.mark.parametrize("start", ["cold", "warm"])
 def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_it_further(
         double, options, start: str) -> None:
-    """Where the judge may raise priorities (root: ``CAP_SYS_NICE``), the child's threads, OpenMP's
+    """Where the judge may raise priorities (``CAP_SYS_NICE``: root), the child's threads, OpenMP's
     included, and its session's autogroup have nice ``isolation.CHILD_NICE``, whether the child
     starts cold or is forked from a zygote, so a timed call takes its CPUs ahead of the host's
     other work; a sandboxed child cannot lower its nice further (issue 14). A judge that may not
     raise them leaves them at 0."""
     report = _report(double, options, "report_priority.py", start)
     method = isolation.choose("auto")[0]
-    want = isolation.CHILD_NICE if os.geteuid() == 0 else 0
+    want = isolation.CHILD_NICE if isolation.may_raise_priority() else 0
     assert len(report["threads"]) >= report["torch_threads"], report
     assert set(report["threads"].values()) == {want}, report
     enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
