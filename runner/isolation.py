@@ -249,7 +249,7 @@ def raise_priority(nice: int) -> None:
     nice value ``nice`` (:data:`CHILD_NICE`); threads started later inherit the thread's. Best
     effort: lowering a nice value needs ``CAP_SYS_NICE`` (a judge running as root), and a host
     without autogroups has no file to write; whatever was refused stays at the default, and the
-    judge reads what holds from outside (:func:`priority`)."""
+    judge reads what holds from outside (:func:`kernelrank.runner.sandbox.priority`)."""
     if nice == 0:
         return
     try:
@@ -273,27 +273,6 @@ def may_raise_priority() -> bool:
     has, and a child inherits before it drops its capabilities."""
     cap = _status_fields(os.getpid())[1]
     return cap is not None and bool(int(cap, 16) >> CAP_SYS_NICE & 1)
-
-
-def priority(pid: int) -> dict[str, int | None]:
-    """The scheduling priority of the live process ``pid``, read from ``/proc`` (not reported by
-    the child): ``nice``, the nice value of its main thread (``/proc/<pid>/stat``, field 19), and
-    ``autogroup``, that of its session's autogroup (``/proc/<pid>/autogroup``), ``None`` where the
-    kernel has no autogroups or they are off (``kernel.sched_autogroup_enabled``). Either is
-    ``None`` when unreadable."""
-    nice: int | None
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            nice = int(f.read().rsplit(b")", 1)[1].split()[16])
-    except (OSError, ValueError, IndexError):
-        nice = None
-    group: int | None = None
-    try:
-        if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
-            group = int(Path(f"/proc/{pid}/autogroup").read_text().split("nice")[1])
-    except (OSError, ValueError, IndexError):
-        group = None
-    return {"nice": nice, "autogroup": group}
 
 
 def _become_pid_one() -> None:
@@ -634,7 +613,7 @@ def choose(requested: str = "auto") -> tuple[str, str]:
 def measure(pid: int, plan: Plan) -> dict[str, Any]:
     """What isolation is in force for the live child ``pid``, read from ``/proc`` by the judge (not
     reported by the child): network namespace, read-only root with a writable folder, uid,
-    capabilities, user namespace, limits, scheduling priority (:func:`priority`)."""
+    capabilities, user namespace, limits."""
     def link(name: str, p: int | str) -> str | None:
         try:
             return os.readlink(f"/proc/{p}/ns/{name}")
@@ -664,7 +643,6 @@ def measure(pid: int, plan: Plan) -> dict[str, Any]:
         "gpu_devices_hidden": list(plan.gpu_hide),
         "private_tmp": [d for d in PRIVATE_DIRS if os.path.isdir(d)] if filesystem == "read-only" else [],
         "limits": record,
-        "priority": priority(pid),
     }
 
 

@@ -170,6 +170,36 @@ def host_huge_pages() -> str:
     return text[start + 1:end] if 0 <= start < end else "unknown"
 
 
+def host_autogroups() -> bool:
+    """Whether the kernel groups threads by session for scheduling (``sched(7)``: autogroups on,
+    ``/proc/sys/kernel/sched_autogroup_enabled``): nice values then weigh threads only within
+    their session, and sessions share a CPU by their autogroups' nice."""
+    try:
+        return Path("/proc/sys/kernel/sched_autogroup_enabled").read_text(encoding="ascii").strip() == "1"
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def priority(pid: int) -> dict[str, int | None]:
+    """The scheduling priority of the live process ``pid``, read from ``/proc`` (not reported by
+    the child; :func:`~kernelrank.runner.isolation.raise_priority` sets it): ``nice``, the nice
+    value of its main thread (``/proc/<pid>/stat``, field 19), and ``autogroup``, that of its
+    session's autogroup (``/proc/<pid>/autogroup``), ``None`` where autogroups are off
+    (:func:`host_autogroups`). Either is ``None`` when unreadable."""
+    fields = _stat_fields(pid)
+    try:
+        nice = int(fields[16]) if fields is not None else None
+    except (ValueError, IndexError):
+        nice = None
+    group: int | None = None
+    if host_autogroups():
+        try:
+            group = int(Path(f"/proc/{pid}/autogroup").read_text().split("nice")[1])
+        except (OSError, ValueError, IndexError):
+            group = None
+    return {"nice": nice, "autogroup": group}
+
+
 def _only_cpu(pid: int) -> int | None:
     """The one CPU the process's main thread may run on (OpenMP's binding puts it there:
     :func:`child_environment`), or ``None`` (several, or unreadable)."""
@@ -323,6 +353,8 @@ class SubmissionProcess:
         self.isolation["output_reads"] = self.memory.method if self.memory is not None else "slots"
         # whether the child's large blocks may be huge pages (child_environment: THP_MEM_ALLOC_ENABLE)
         self.isolation["huge_pages"] = host_huge_pages()
+        # [issue 14] the child's nice values, as isolation.raise_priority left them
+        self.isolation["priority"] = priority(self.pid)
         if self.group is not None:
             self.isolation["cgroup_limits"] = dict(self.group.limits)
         # [issue 16] what bounds the child's host memory, said plainly (on CUDA there is no RLIMIT_AS)

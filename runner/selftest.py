@@ -351,7 +351,7 @@ class SelfTest:
 
 def priority_check(found: dict[str, Any] | None) -> Check:
     """The row for the children's scheduling priority (``isolation.priority`` of the probe's child,
-    read from ``/proc`` by the judge: :func:`~kernelrank.runner.isolation.priority`). The nice value
+    read from ``/proc`` by the judge: :func:`~kernelrank.runner.sandbox.priority`). The nice value
     :data:`~kernelrank.runner.isolation.CHILD_NICE` on the child's thread, and on its autogroup where
     the kernel has autogroups on, is expected. Anything else passes with a note: every verdict
     holds and both sides of a pair are treated alike, but a timed call then shares its CPUs with

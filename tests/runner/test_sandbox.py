@@ -19,7 +19,7 @@ import pytest
 from kernelrank.runner import isolation
 from kernelrank.runner.harness import EvalOptions, evaluate
 from kernelrank.runner.limits import GiB, SandboxLimits
-from kernelrank.runner.sandbox import ProcessWatch, remove_tree
+from kernelrank.runner.sandbox import ProcessWatch, host_autogroups, priority, remove_tree
 from tests.conftest import submission
 
 NAMESPACED = [m for m in ("setuid", "userns") if isolation.probe(m)[0]]
@@ -207,8 +207,7 @@ def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_
     want = isolation.CHILD_NICE if isolation.may_raise_priority() else 0
     assert len(report["threads"]) >= report["torch_threads"], report
     assert set(report["threads"].values()) == {want}, report
-    enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
-    if enabled.exists() and enabled.read_text().strip() == "1":
+    if host_autogroups():
         assert report["autogroup"] == want, report
     if method != "none":
         assert report["lower_thread"].startswith("refused"), report
@@ -216,7 +215,7 @@ def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_
 
 
 def test_the_judge_reads_a_process_priority_from_outside() -> None:
-    """``isolation.priority`` reads the nice value of a live process's main thread and autogroup
+    """``sandbox.priority`` reads the nice value of a live process's main thread and autogroup
     from ``/proc``; ``raise_priority`` sets both in the calling process's session."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the forked process
@@ -228,21 +227,17 @@ def test_the_judge_reads_a_process_priority_from_outside() -> None:
             os._exit(0)
     try:
         deadline = time.monotonic() + 5
-        while isolation.priority(pid)["nice"] != 5 and time.monotonic() < deadline:
+        while priority(pid)["nice"] != 5 and time.monotonic() < deadline:
             time.sleep(0.01)
-        found = isolation.priority(pid)
+        found = priority(pid)
         assert found["nice"] == 5, found
-        enabled = Path("/proc/sys/kernel/sched_autogroup_enabled")
-        if enabled.exists() and enabled.read_text().strip() == "1":
-            assert found["autogroup"] == 5, found
-        else:
-            assert found["autogroup"] is None, found
-        mine = isolation.priority(os.getpid())
+        assert found["autogroup"] == (5 if host_autogroups() else None), found
+        mine = priority(os.getpid())
         assert mine["nice"] == os.getpriority(os.PRIO_PROCESS, 0), mine
     finally:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
-    assert isolation.priority(pid) == {"nice": None, "autogroup": None}
+    assert priority(pid) == {"nice": None, "autogroup": None}
 
 
 def test_faults_count_a_huge_page_as_the_pages_it_makes_resident(tmp_path: Path) -> None:
