@@ -142,6 +142,7 @@ def test_the_self_test_passes_on_the_cpu_in_the_sandbox() -> None:
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
     assert "self-test passed" in out.stdout
     assert "softmax/attacks/" in out.stdout and "C++ load_inline, without PCH" in out.stdout.replace("\n", " ")
+    assert "fresh memory" in out.stdout and "ms per MiB" in out.stdout
 
 
 def test_summary_is_json() -> None:
@@ -185,3 +186,37 @@ def test_the_huge_pages_row_passes_either_way_and_says_what_it_costs() -> None:
     assert selftest.huge_pages_check("madvise").got == "madvise"
     off = selftest.huge_pages_check("never")
     assert off.passed and "wider intervals" in off.got and "madvise" in off.detail
+
+
+def test_the_fresh_memory_row_passes_either_way_and_says_what_it_costs() -> None:
+    fast = selftest.fresh_memory_check(0.05, False)
+    assert fast.passed and fast.got == "0.05 ms per MiB" and not fast.detail
+    assert selftest.fresh_memory_check(0.05, None).got == "0.05 ms per MiB"
+    for ms, reporting in ((1.7, False), (0.05, True), (1.7, True)):
+        slow = selftest.fresh_memory_check(ms, reporting)
+        assert slow.passed and "backs memory on first touch" in slow.got and "free page reporting" in slow.detail
+        assert ("free page reporting on" in slow.got) == reporting, (ms, reporting)
+
+
+def _virtio(root: Path, name: str, device: int, features: str) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "device").write_text(f"0x{device:04x}\n")
+    (root / name / "features").write_text(features + "0" * (64 - len(features)) + "\n")
+
+
+def test_free_page_reporting_is_read_from_the_balloons_feature_bits(tmp_path: Path) -> None:
+    from kernelrank.runner.sandbox import host_free_page_reporting
+
+    assert host_free_page_reporting(tmp_path / "absent") is None  # no virtio bus: most hosts
+    bus = tmp_path / "devices"
+    _virtio(bus, "virtio0", 0x0002, "001001")  # a block device with bit 5 set: not a balloon
+    _virtio(bus, "virtio1", 0x0005, "011000")  # a balloon without reporting (bit 5)
+    assert host_free_page_reporting(bus) is False
+    _virtio(bus, "virtio2", 0x0005, "011001")  # a balloon whose driver took reporting
+    assert host_free_page_reporting(bus) is True
+
+
+def test_fresh_memory_is_measured_in_a_new_process() -> None:
+    ms = selftest.fresh_memory_in_new_process()
+    assert 0.0 < ms < 1000.0
+    assert 0.0 < selftest.measure_fresh_memory(4 * 1024 * 1024) < 1000.0  # in this process, as a figure
