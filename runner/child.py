@@ -16,6 +16,7 @@ socket and PLAN the :class:`~kernelrank.runner.isolation.Plan` as JSON;
 from __future__ import annotations
 
 import importlib.util
+import faulthandler
 import json
 import functools
 import os
@@ -586,6 +587,12 @@ def serve(fd: int, device: str, threads: int, plan: Plan, slots_fd: int = -1) ->
     except OSError as e:
         print(f"sandbox set-up failed: {e}", file=sys.stderr)
         return SETUP_FAILED
+    # a crash (SIGSEGV, SIGABRT, SIGFPE, SIGBUS, SIGILL) writes "Fatal Python error: ..." and every
+    # thread's Python traceback to the child's stderr, which the judge keeps in the run's logs and
+    # quotes in the verdict (sandbox.SubmissionProcess._died): the child is PID 1 of its namespace,
+    # which ignores the signals it sends itself, so abort() (a failed C assert, std::terminate)
+    # ends in glibc's last resort, a SIGSEGV; without these words the verdict named only that
+    faulthandler.enable(all_threads=True)
     sock = socket.socket(fileno=fd)
     steady_allocator()
     import torch  # after the judge set the environment (TRITON_INTERPRET on the CPU)

@@ -103,6 +103,26 @@ class BoundedLog:
         return (bytes(self.head) + middle.encode() + bytes(self.tail)).decode("utf-8", "replace")
 
 
+#: What Python's ``faulthandler`` writes first when a process crashes (the child enables it:
+#: ``child.serve``), and how much of the rest of that line a verdict quotes.
+FATAL_PREFIX, FATAL_QUOTE = "Fatal Python error: ", 80
+
+
+def fatal_report(stderr: str) -> str | None:
+    """The first ``Fatal Python error: ...`` line of a dead child's ``stderr`` (``faulthandler``'s:
+    ``Aborted``, ``Segmentation fault``, ``Floating-point exception``...), printable characters
+    only and at most :data:`FATAL_QUOTE` of them after the prefix; ``None`` without one. These are
+    the child's own words (the child could write anything there), quoted as such in its verdict,
+    which is an error either way: the child is PID 1 of its namespace, so ``abort()`` ends in a
+    SIGSEGV and only this line says it was an abort."""
+    start = stderr.find(FATAL_PREFIX)
+    if start < 0:
+        return None
+    line = stderr[start + len(FATAL_PREFIX):].split("\n", 1)[0]
+    text = "".join(ch for ch in line if ch.isprintable() and ch != '"').strip()[:FATAL_QUOTE]
+    return FATAL_PREFIX + text if text else None
+
+
 def child_environment(workdir: Path, device: str, threads: int, source_env: dict[str, str] | None = None) -> dict[str, str]:
     """The child's whole environment: allowlisted variables plus its own folders and settings.
 
@@ -548,6 +568,9 @@ class SubmissionProcess:
                 what = f"was killed by signal {signal.Signals(-code).name}"
             except ValueError:
                 what = f"was killed by signal {-code}"
+            reported = fatal_report(self.stderr.text(timeout=1.0))
+            if reported:
+                what += f' after it reported "{reported}" (its traceback is in the logs)'
         else:
             what = f"exited with code {code}"
         return ChildDied(f"the process running the submission {what}", code)

@@ -57,6 +57,7 @@ def test_wrong_values_fail_naming_the_case(double, options) -> None:
         ("sys_exit.py", Status.error, "SystemExit"),
         ("os_exit.py", Status.error, "exited with code 7"),
         ("segfault.py", Status.error, "SIGSEGV"),
+        ("aborts.py", Status.error, 'after it reported "Fatal Python error: Aborted"'),
         ("syntax_error.py", Status.compile_error, "SyntaxError"),
         ("no_kernel.py", Status.compile_error, "custom_kernel"),
         ("returns_list.py", Status.failed, "plain torch.Tensor"),
@@ -73,6 +74,18 @@ def test_crash_keeps_its_logs(double, options) -> None:
     r = _run(double, "segfault.py", options)
     assert "about to crash" in r.logs["stdout"]
     assert "stderr line" in r.logs["stderr"]
+    # faulthandler's report: what crashed, and the Python line that called into the crash
+    assert 'reported "Fatal Python error: Segmentation fault"' in r.message
+    assert "Fatal Python error: Segmentation fault" in r.logs["stderr"] and "in custom_kernel" in r.logs["stderr"]
+
+
+def test_the_childs_fatal_report_is_quoted_as_its_own_words() -> None:
+    from kernelrank.runner.sandbox import FATAL_QUOTE, fatal_report
+
+    assert fatal_report("stderr line\nFatal Python error: Aborted\n\nCurrent thread ...") == "Fatal Python error: Aborted"
+    assert fatal_report("nothing fatal here") is None and fatal_report("Fatal Python error: \n") is None
+    long = fatal_report('Fatal Python error: "x\x1b[31m' + "y" * 500)
+    assert long is not None and long == "Fatal Python error: x[31m" + "y" * (FATAL_QUOTE - 5)
 
 
 def test_hang_is_a_timeout_and_kills_the_process_group(double, options) -> None:
