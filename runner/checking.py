@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from kernelrank.runner import native_check
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -197,7 +199,10 @@ def _all_finite_close(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float
                       bound: torch.Tensor) -> bool:
     """Whether every ``|o - r|`` is within ``atol + rtol * |r|`` (1-D ``o`` and ``r`` of one dtype,
     computed in ``diff``'s and ``bound``'s, float32 or float64 buffers of their length that this
-    overwrites): the largest ``|o - r| - bound`` is at most 0. Seven passes over a piece (nine for
+    overwrites): the largest ``|o - r| - bound`` is at most 0. Float32 and bfloat16 pieces on the
+    CPU are decided in one native pass where this process could build it
+    (:func:`kernelrank.runner.native_check.close`: the same decision bit for bit, 3-6x faster);
+    otherwise, and for other dtypes and devices, torch decides: seven passes over a piece (nine for
     bfloat16 and float16, converted first), into the two buffers, with no boolean tensor
     (``Tensor.all`` on one took 20 ms for 4M values here, ``amax`` of the floats 0.6 ms) and no
     temporaries: 2.1 ms for 4M float32 values in pieces, against 2.6 ms with a temporary per
@@ -209,6 +214,9 @@ def _all_finite_close(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float
     inf``) or in ``|o - r|`` alone: equal infinities and NaN against NaN, which the full rule
     accepts, come out False here and take the full path.
     """
+    native = native_check.close(o, r, atol, rtol)
+    if native is not None:
+        return native
     if o.dtype == diff.dtype:
         torch.sub(o, r, out=diff).abs_()
         torch.abs(r, out=bound)

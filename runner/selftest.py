@@ -14,7 +14,8 @@ sandbox a job's child gets (namespaces, read-only view, cgroup, limits), on the 
   within what its docstring expects (:func:`attack_meta`; ``Known gap:`` entries are reported,
   not failed);
 - **judge's clock**: the runner's per-request overhead (:func:`measure_overhead`), the base of the
-  judge's cross-check of claims at kernel scale (:func:`~kernelrank.runner.stats.judge_batches`);
+  judge's cross-check of claims at kernel scale (:func:`~kernelrank.runner.stats.judge_batches`),
+  and whether outputs are checked in one native pass (:func:`output_check_row`);
 - **containment**: what bounds the child's host memory (a cgroup, or not: reported), how the
   judge reads the child's outputs (:func:`output_reads_check`), whether the children's large
   blocks may be huge pages (:func:`huge_pages_check`), whether they run ahead of the host's
@@ -346,6 +347,7 @@ class SelfTest:
                                 "the host's OOM killer"))
         report.output_reads = str(measured.get("output_reads") or "")
         self._add(report, output_reads_check(self.options.device, report.output_reads or None))
+        self._add(report, output_check_row(self.options.device))
         self._add(report, huge_pages_check(str(measured.get("huge_pages") or "unknown")))
         row = priority_check(measured.get("priority"))
         report.priority = row.got
@@ -475,6 +477,23 @@ def huge_pages_check(setting: str) -> Check:
                  setting if ok else f"{setting} (processes may differ in speed: wider intervals)", True, 0.0,
                  "" if ok else "transparent huge pages are off: set /sys/kernel/mm/transparent_hugepage/enabled "
                                "to madvise for steadier timings")
+
+
+def output_check_row(device: str) -> Check:
+    """The row for how this judge decides the quick rule on CPU outputs
+    (:func:`kernelrank.runner.native_check.method`): ``native`` is expected (one pass, built with
+    the host's C compiler); ``torch`` passes with a note (no compiler built it: the torch passes
+    decide, the same verdicts, 3-6x slower, so fewer pairs fit a case's budget). On CUDA outputs
+    are checked on the device by torch in any case."""
+    from kernelrank.runner import native_check
+
+    if device != "cpu":
+        return Check("judge's clock", "output check", "-", "torch on the device", "torch on the device", True, 0.0)
+    got = native_check.method()
+    return Check("judge's clock", "output check", "-", "native", got if got == "native" else f"{got} (slower)", True,
+                 0.0, "" if got == "native" else
+                 f"no C compiler built the native quick rule ({native_check.compiler() or 'none found'}): outputs "
+                 "are checked by torch's passes, 3-6x slower, so fewer pairs fit a case's budget; verdicts are the same")
 
 
 def output_reads_check(device: str, method: str | None) -> Check:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
+from kernelrank.runner import checking, native_check
 from kernelrank.runner.checking import check_output, close_in_pieces, close_to_reader
 
 
@@ -225,10 +227,22 @@ def _with(t: torch.Tensor, i: int, value: float) -> tuple[torch.Tensor, torch.Te
     return a, b
 
 
-def test_at_the_bound_the_quick_rule_is_the_full_rules_to_the_last_bit() -> None:
+@pytest.fixture(params=["native", "torch"])
+def quick_rule(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The quick rule's two ways: the native pass (:mod:`kernelrank.runner.native_check`) and the
+    torch passes it falls back to (forced here by a native rule that cannot decide)."""
+    if request.param == "native":
+        if native_check.library() is None:
+            pytest.skip(f"no C compiler builds the native check here ({native_check.compiler()})")
+    else:
+        monkeypatch.setattr(native_check, "close", lambda *a: None)
+    return request.param
+
+
+def test_at_the_bound_the_quick_rule_is_the_full_rules_to_the_last_bit(quick_rule: str) -> None:
     """Values within a few ulps of ``atol + rtol * |ref|``, on either side: the quick rule (its
     own buffers, the bound rounded as the full rule rounds it) passes exactly the values the full
-    rule passes, one value at a time, in float32 and bfloat16."""
+    rule passes, one value at a time, in float32 and bfloat16, natively and in torch."""
     g = torch.Generator().manual_seed(14)
     for dtype, atol, rtol in ((torch.float32, 1e-6, 1e-5), (torch.bfloat16, 1e-6, 3.2e-2)):
         n = 2000
@@ -246,3 +260,61 @@ def test_at_the_bound_the_quick_rule_is_the_full_rules_to_the_last_bit() -> None
             assert close_in_pieces(lambda a, b: o[a:b], e, atol, rtol) == full, (dtype, i)  # noqa: B023
             verdicts.add(full)
         assert verdicts == {True, False}  # both sides of the bound were tried
+
+
+def test_the_native_rule_decides_as_the_torch_passes_on_special_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """NaN, infinities, signed zeros, subnormals, the largest values, each against the others, one
+    pair at a time: the native pass and the torch passes give the same answer, in float32 and
+    bfloat16, and an answer that passes the full rule wherever it is True."""
+    if native_check.library() is None:
+        pytest.skip(f"no C compiler builds the native check here ({native_check.compiler()})")
+    for dtype in (torch.float32, torch.bfloat16):
+        info = torch.finfo(dtype)
+        values = [0.0, -0.0, 1.0, -1.0, 1e-3, info.tiny, info.tiny / 4, info.max, -info.max, math.inf, -math.inf,
+                  math.nan, 0.999, 1.001]
+        o = torch.tensor([a for a in values for _ in values], dtype=dtype)
+        r = torch.tensor([b for _ in values for b in values], dtype=dtype)
+        buffers = torch.empty(1), torch.empty(1)
+        for i in range(o.numel()):
+            a, b = o[i:i + 1], r[i:i + 1]
+            native = native_check.close(a, b, 1e-2, 1e-2)
+            with monkeypatch.context() as m:
+                m.setattr(native_check, "close", lambda *x: None)
+                torch_way = checking._all_finite_close(a, b, 1e-2, 1e-2, *buffers)
+            assert native is torch_way, (dtype, float(a), float(b))
+            if native:
+                assert check_output(a, b, 1e-2, 1e-2).passed, (dtype, float(a), float(b))
+    # what it leaves to torch: other dtypes, pieces of two dtypes or lengths, strided views
+    x = torch.ones(8)
+    assert native_check.close(x.double(), x.double(), 0.0, 0.0) is None
+    assert native_check.close(x, x.bfloat16(), 0.0, 0.0) is None and native_check.close(x, x[:4], 0.0, 0.0) is None
+    assert native_check.close(x[::2], x[::2], 0.0, 0.0) is None and native_check.close(x[::2].contiguous(), x[:4], 0.0, 0.0)
+
+
+def test_the_native_rule_is_built_once_per_process_or_not_at_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No compiler: ``None`` (the torch passes decide), logged once, never an error."""
+    monkeypatch.setattr(native_check, "_state", {"tried": False, "lib": None})
+    monkeypatch.setattr(native_check, "compiler", lambda: None)
+    assert native_check.library() is None and native_check.method() == "torch"
+    assert native_check.close(torch.ones(4), torch.ones(4), 0.0, 0.0) is None
+    assert close_in_pieces(lambda a, b: torch.ones(4)[a:b], torch.ones(4), 0.0, 0.0)  # torch decided
+
+
+def test_where_a_fused_multiply_add_would_widen_the_bound_the_quick_rule_fails_as_the_full_one(quick_rule: str) -> None:
+    """Float32 pairs whose ``|o - r|`` equals ``|r| * rtol + atol`` rounded once (a fused
+    multiply-add) and exceeds it rounded twice (``|r| * rtol``, then ``+ atol``, as the full rule
+    computes it): the full rule fails them, and so must the quick rule, natively as well (built
+    without contraction: ``native_check.FLAGS``) as in torch."""
+    g = torch.Generator().manual_seed(14)
+    n = 1 << 20
+    rtol, atol = float(torch.tensor(2.5e-2)), float(torch.tensor(2.5e-2))  # float32 values, as the rules use them
+    r = (torch.randn(n, generator=g) * 10 ** (torch.rand(n, generator=g) * 5 - 4)).float()
+    twice = r.abs().mul(rtol).add(atol)
+    once = (r.abs().double() * rtol + atol).float()  # the product exact in float64, one rounding to float32
+    o = r + once
+    found = ((once > twice) & ((o - r).abs() == once)).nonzero().flatten()[:200]
+    assert len(found) >= 50  # this seed finds thousands
+    for i in found.tolist():
+        a, b = o[i:i + 1], r[i:i + 1]
+        assert not check_output(a, b, atol, rtol).passed, i
+        assert not close_in_pieces(lambda x, y: a[x:y], b, atol, rtol), (quick_rule, i)  # noqa: B023

@@ -220,3 +220,14 @@ def test_fresh_memory_is_measured_in_a_new_process() -> None:
     ms = selftest.fresh_memory_in_new_process()
     assert 0.0 < ms < 1000.0
     assert 0.0 < selftest.measure_fresh_memory(4 * 1024 * 1024) < 1000.0  # in this process, as a figure
+
+
+def test_the_output_check_row_says_whether_the_quick_rule_is_native(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelrank.runner import native_check
+
+    built = selftest.output_check_row("cpu")
+    assert built.passed and built.got == native_check.method()
+    monkeypatch.setattr(native_check, "method", lambda: "torch")
+    slow = selftest.output_check_row("cpu")
+    assert slow.passed and slow.got == "torch (slower)" and "C compiler" in slow.detail
+    assert selftest.output_check_row("cuda").got == "torch on the device"
