@@ -15,8 +15,8 @@ socket and PLAN the :class:`~kernelrank.runner.isolation.Plan` as JSON;
 
 from __future__ import annotations
 
-import importlib.util
 import faulthandler
+import importlib.util
 import json
 import functools
 import os
