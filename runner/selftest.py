@@ -451,17 +451,15 @@ def fresh_memory_check(ms_per_mib: float, reporting: bool | None) -> Check:
     softmax leaderboard run on this project's VM, bench/README.md, issue 14, section 17); on that
     VM, memory-bound code also ran up to 1.6x slower for minutes at a time (GEMM's reference
     modes, whatever their cause inside the host), which moves such kernels' speedups."""
-    slow = ms_per_mib > FRESH_MEMORY_SLOW_MS_PER_MIB
+    ok = ms_per_mib <= FRESH_MEMORY_SLOW_MS_PER_MIB and not reporting
     shown = f"{ms_per_mib:.2f} ms per MiB" + (", free page reporting on" if reporting else "")
-    if not slow and not reporting:
-        return Check("containment", "fresh memory", "-", f"< {FRESH_MEMORY_SLOW_MS_PER_MIB} ms per MiB", shown,
-                     True, 0.0)
     return Check("containment", "fresh memory", "-", f"< {FRESH_MEMORY_SLOW_MS_PER_MIB} ms per MiB",
-                 f"{shown} (a VM whose host backs memory on first touch)", True, 0.0,
-                 "fresh memory is backed by the host on first touch (a virtual machine with a memory balloon's "
-                 "free page reporting, or memory not preallocated): each run spends seconds readying its "
-                 "processes, and such hosts may run memory-bound code at other speeds for minutes at a time; give "
-                 "the VM preallocated memory without free page reporting for steadier figures; verdicts are the same")
+                 shown if ok else f"{shown} (a VM whose host backs memory on first touch)", True, 0.0,
+                 "" if ok else "fresh memory is backed by the host on first touch (a virtual machine with a memory "
+                               "balloon's free page reporting, or memory not preallocated): each run spends seconds "
+                               "readying its processes, and such hosts may run memory-bound code at other speeds for "
+                               "minutes at a time; give the VM preallocated memory without free page reporting for "
+                               "steadier figures; verdicts are the same")
 
 
 def huge_pages_check(setting: str) -> Check:

@@ -227,13 +227,20 @@ def _with(t: torch.Tensor, i: int, value: float) -> tuple[torch.Tensor, torch.Te
     return a, b
 
 
+def _native_built() -> None:
+    """Skip where this machine has no C compiler at all (the judge then checks in torch, which the
+    ``torch`` cases test); where it has one, the native rule must build: a failed build fails."""
+    if native_check.compiler() is None:
+        pytest.skip("no C compiler on PATH (cc, gcc, clang): the judge checks in torch here")
+    assert native_check.library() is not None, f"the native check did not build with {native_check.compiler()}"
+
+
 @pytest.fixture(params=["native", "torch"])
 def quick_rule(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The quick rule's two ways: the native pass (:mod:`kernelrank.runner.native_check`) and the
     torch passes it falls back to (forced here by a native rule that cannot decide)."""
     if request.param == "native":
-        if native_check.library() is None:
-            pytest.skip(f"no C compiler builds the native check here ({native_check.compiler()})")
+        _native_built()
     else:
         monkeypatch.setattr(native_check, "close", lambda *a: None)
     return request.param
@@ -266,8 +273,7 @@ def test_the_native_rule_decides_as_the_torch_passes_on_special_values(monkeypat
     """NaN, infinities, signed zeros, subnormals, the largest values, each against the others, one
     pair at a time: the native pass and the torch passes give the same answer, in float32 and
     bfloat16, and an answer that passes the full rule wherever it is True."""
-    if native_check.library() is None:
-        pytest.skip(f"no C compiler builds the native check here ({native_check.compiler()})")
+    _native_built()
     for dtype in (torch.float32, torch.bfloat16):
         info = torch.finfo(dtype)
         values = [0.0, -0.0, 1.0, -1.0, 1e-3, info.tiny, info.tiny / 4, info.max, -info.max, math.inf, -math.inf,
