@@ -123,11 +123,15 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
 
 
 #: Values per piece when an output on the CPU is checked as it is read (:func:`close_in_pieces`):
-#: 64 Ki, 256 KiB of float32, so a piece and its temporaries stay in a core's L2 (2 MiB here). A 16 MiB
-#: float32 output took 4.2 ms of one thread in such pieces, 7.0 ms in pieces of 16 Ki (per-call
-#: overhead), 6.3 ms in pieces of 256 Ki, and 13 ms for :func:`_all_finite_close` over the whole
-#: (its 16 MiB temporaries go to memory). bench/README.md, issue 14.
-PIECE_VALUES = 1 << 16
+#: 1 Mi, 4 MiB of float32, so a piece of the output and of the expected output (8 MiB) stay in the
+#: last-level cache (32 MiB here) between their read and their compare. With the torch passes and
+#: their temporaries, 64 Ki values (a core's L2) were best (a 16 MiB float32 output in 4.2 ms, 6.3 ms
+#: in pieces of 256 Ki); since the native one-pass rule (:mod:`~kernelrank.runner.native_check`) a
+#: piece's cost is mostly its fixed per-call costs (a read's system call and the pidfd poll after
+#: it, a ctypes call): a softmax input set's checking took 2.3-2.6 ms in pieces of 1 Mi against
+#: 3.3-3.4 ms in pieces of 64 Ki (float32 4096x1024), 1.3 against 2.3-2.6 ms (bfloat16 1024x4096);
+#: 512 Ki and 2 Mi were 0.1-0.3 ms slower than 1 Mi. bench/README.md, issue 14, section 18.
+PIECE_VALUES = 1 << 20
 
 
 def piece_bounds(numel: int, piece: int = PIECE_VALUES) -> Iterator[tuple[int, int]]:

@@ -535,13 +535,13 @@ class _Evaluation:
     def _phase(self, phase: str) -> None:
         self.emit({"event": "phase", "phase": phase})
 
-    def _start(self, source: str) -> SubmissionProcess:
+    def _start(self, source: str, runs: str = "submission") -> SubmissionProcess:
         if self.method != "none" and "use_pch" in source:
             # site-packages is read-only for the child: it can only use a header built beforehand
             isolation.prepare_precompiled_header()
         return SubmissionProcess(source, self.device, self.threads, scratch_dir=self.options.scratch_dir,
                                  log_limit=self.options.log_limit, method=self.method, limits=self.limits,
-                                 hidden=self.options.hidden_paths, zygote=self.options.zygote)
+                                 hidden=self.options.hidden_paths, zygote=self.options.zygote, runs=runs)
 
     def _load(self, child: SubmissionProcess, phase: bool = True, where: str | None = None) -> dict[str, Any]:
         """Wait for the child's isolation, check it, load the submission, take the baseline of
@@ -734,7 +734,7 @@ class _Evaluation:
         subs = [child]
         try:
             self._where = "loading the reference"
-            references.extend(self._start(reference_submission(self.spec)) for _ in range(k))
+            references.extend(self._start(reference_submission(self.spec), "reference") for _ in range(k))
             subs.extend(self._start(self.source) for _ in range(k - 1))
             try:
                 for reference in references:

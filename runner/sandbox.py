@@ -301,7 +301,10 @@ class SubmissionProcess:
     def __init__(self, source: str, device: str, threads: int, scratch_dir: Path | None = None,
                  log_limit: int = 64 * 1024, max_message_bytes: int = 1 << 32, method: str = "none",
                  limits: dict[str, int | None] | None = None, hidden: tuple[Path, ...] = (),
-                 zygote: Any = None, contain: bool = True):
+                 zygote: Any = None, contain: bool = True, runs: str = "submission"):
+        #: what the process runs, as its death is reported (:meth:`_died`): "submission" or
+        #: "reference" (the judge's own reference processes of a paired case)
+        self.runs = runs
         if scratch_dir is not None:
             scratch_dir.mkdir(parents=True, exist_ok=True)
         self.workdir = Path(tempfile.mkdtemp(prefix="kr-job-", dir=scratch_dir))
@@ -573,7 +576,7 @@ class SubmissionProcess:
                 what += f' after it reported "{reported}" (its traceback is in the logs)'
         else:
             what = f"exited with code {code}"
-        return ChildDied(f"the process running the submission {what}", code)
+        return ChildDied(f"the process running the {self.runs} {what}", code)
 
     def kill(self) -> None:
         """SIGKILL every process of the job's cgroup (when contained), the child's process group,

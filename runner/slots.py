@@ -192,7 +192,7 @@ class Arena:
         ``read(start, stop)`` gives values ``start..stop-1`` (row-major) as a 1-D tensor of
         ``dtype``. From the slot (memory file), a view (no copy); with ``"addr"``, read from the
         child's ``memory`` into buffer ``scratch`` of the calling thread, which the
-        next ``read`` into that buffer overwrites (pieces of a core's cache, so the output is read
+        next ``read`` into that buffer overwrites (pieces that stay in the cache, so the output is read
         once and never held whole; two outputs compared piece by piece use two buffers); from
         device slots, a view of the output there (no copy: it is read before the next input set is
         placed). Same arguments and errors as :meth:`read_output`.

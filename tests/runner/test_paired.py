@@ -198,6 +198,21 @@ def test_a_reference_process_wrong_on_a_derived_set_is_the_judges_error(double, 
         evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
 
 
+def test_a_reference_process_that_dies_is_named_as_the_references(double, options) -> None:
+    """A reference process that exits during its timed calls is the judge's failure, and its message
+    says it was the process running the reference, not the submission's."""
+    spec = double.spec()
+    dying = spec.reference_source + (
+        "\n\n_calls = 0\n_right = ref_kernel\n\n\n"
+        "def ref_kernel(data):\n    global _calls\n    import os, signal\n"
+        "    if os.environ.get('USER') == 'kernelrank-sandbox' and data[0].numel() >= 100000:\n"
+        "        _calls += 1\n        if _calls > 3:\n            os._exit(3)\n"
+        "    return _right(data)\n")
+    spec = type(spec)(spec.definition, dying, "dying-reference-process")
+    with pytest.raises(RuntimeError, match="the reference failed in .*: the process running the reference exited with code 3"):
+        evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
+
+
 def test_each_call_of_a_request_is_checked(double, options) -> None:
     """A kernel wrong on one call in five, after its warm-up: with several calls per request, the
     failing call is found and named all the same."""
