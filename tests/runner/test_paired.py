@@ -182,18 +182,25 @@ def test_timed_sets_are_derived_from_a_pool_when_the_reference_says_how(double, 
     assert failed.max_abs_error is not None and failed.max_abs_error > 0 and failed.mismatches
 
 
+def _reference_process_that(spec, action: str, after: int, revision: str, prefix: str = ""):
+    """``spec`` with a reference whose processes (in the sandbox: the judge's own reference runs
+    outside it), on a benchmark case's sizes, do ``action`` (a line of Python; ``out`` is the right
+    output, returned after it) on each call after their first ``after``; ``prefix`` is added to the
+    reference's source before that."""
+    source = spec.reference_source + prefix + (
+        "\n\n_in_process = 0\n_right = ref_kernel\n\n\n"
+        "def ref_kernel(data):\n    global _in_process\n    import os\n    out = _right(data)\n"
+        "    if os.environ.get('USER') == 'kernelrank-sandbox' and data[0].numel() >= 100000:\n"
+        f"        _in_process += 1\n        if _in_process > {after}:\n            {action}\n    return out\n")
+    return type(spec)(spec.definition, source, revision)
+
+
 def test_a_reference_process_wrong_on_a_derived_set_is_the_judges_error(double, options) -> None:
     """On sets derived from the pool the submission's outputs are compared with the reference
     process's; where they disagree the judge's own reference decides. A reference process that
     goes wrong after its first (checked) call, while the submission is right, is the judge's
     failure, never a verdict on the submission."""
-    spec = double.spec()
-    wrong = spec.reference_source + _DERIVING + (
-        "\n\n_in_process = 0\n_right = ref_kernel\n\n\n"
-        "def ref_kernel(data):\n    global _in_process\n    import os\n    out = _right(data)\n"
-        "    if os.environ.get('USER') == 'kernelrank-sandbox' and data[0].numel() >= 100000:\n"
-        "        _in_process += 1\n        if _in_process > 1:\n            out[0] += 1.0\n    return out\n")
-    spec = type(spec)(spec.definition, wrong, "wrong-reference-process")
+    spec = _reference_process_that(double.spec(), "out[0] += 1.0", 1, "wrong-reference-process", _DERIVING)
     with pytest.raises(RuntimeError, match="reference's process gave a wrong output on timed call"):
         evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
 
@@ -201,14 +208,7 @@ def test_a_reference_process_wrong_on_a_derived_set_is_the_judges_error(double, 
 def test_a_reference_process_that_dies_is_named_as_the_references(double, options) -> None:
     """A reference process that exits during its timed calls is the judge's failure, and its message
     says it was the process running the reference, not the submission's."""
-    spec = double.spec()
-    dying = spec.reference_source + (
-        "\n\n_calls = 0\n_right = ref_kernel\n\n\n"
-        "def ref_kernel(data):\n    global _calls\n    import os, signal\n"
-        "    if os.environ.get('USER') == 'kernelrank-sandbox' and data[0].numel() >= 100000:\n"
-        "        _calls += 1\n        if _calls > 3:\n            os._exit(3)\n"
-        "    return _right(data)\n")
-    spec = type(spec)(spec.definition, dying, "dying-reference-process")
+    spec = _reference_process_that(double.spec(), "os._exit(3)", 3, "dying-reference-process")
     with pytest.raises(RuntimeError, match="the reference failed in .*: the process running the reference exited with code 3"):
         evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
 
