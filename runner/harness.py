@@ -925,10 +925,11 @@ class _Evaluation:
         paired.per_request = self._sets_per_request(paired, first, getattr(self.timing, self.mode))
         paired.pool = self._draw_pool(case, first)
         if self.device == "cpu":
-            for side in (paired.sub, paired.ref):
-                for j in range(len(side.children)):
-                    side.current = j
-                    self._reserve(side, first, paired.per_request, deadline)
+            # two processes at a time, one per CPU (none is timed now): softmax's first case readied
+            # its 8 processes (256 MiB of new pages each) in 2.6 s against 3.4 s one at a time
+            # (bench/README.md, issue 14)
+            every = [(side, child) for side in (paired.sub, paired.ref) for child in side.children]
+            self._in_threads(lambda item: self._reserve(item[0], item[1], first, paired.per_request, deadline), every)
 
     def _time_slice(self, paired: _Paired, case: Case, deadline: float) -> None:
         """One slice of a case's timing (:meth:`_rounds`): batches of pairs on pair of processes
@@ -1029,8 +1030,8 @@ class _Evaluation:
                 return
             interval = paired.interval()
 
-    def _reserve(self, side: _Side, first: _Set, per_request: int, deadline: float) -> None:
-        """Ready one process (``side``'s current) for the case's timed requests of ``per_request``
+    def _reserve(self, side: _Side, child: SubmissionProcess, first: _Set, per_request: int, deadline: float) -> None:
+        """Ready one process (``child``, one of ``side``'s) for the case's timed requests of ``per_request``
         input sets, before the first (CPU only): its slots mapped at the size those requests'
         layouts take, their pages faulted in, and its heap given as much free memory, faulted in,
         as such a request's outputs take and room for a call's temporaries (at most
@@ -1043,7 +1044,6 @@ class _Evaluation:
         Raises:
             _ReferenceFailed: the reference's process failed.
         """
-        child = side.child
         inputs, output = slots_nbytes(first.data), slots_nbytes(first.expected)
         size = child.arena.grow(per_request * inputs)
         # the request's outputs, held together, and room for a call's temporaries: twice an input
@@ -1112,11 +1112,12 @@ class _Evaluation:
         """The problem's ``generate_input`` for ``case`` with ``seed``, on the run's device."""
         return self.reference.generate_input(device=self.device, **dict(case.params, seed=seed))
 
-    def _in_threads(self, work: Callable[[int], Any], seeds: list[int]) -> list[Any]:
-        """``work`` of each seed, in the judge's threads where there are several seeds and CPUs."""
-        if len(seeds) < 2 or self.cpus < 2:
-            return [work(s) for s in seeds]
-        return list(self._workers().map(work, seeds))
+    def _in_threads(self, work: Callable[[Any], Any], items: list[Any]) -> list[Any]:
+        """``work`` of each item, in order, in the judge's threads where there are several items
+        and CPUs (an item's exception is raised when its result is reached)."""
+        if len(items) < 2 or self.cpus < 2:
+            return [work(item) for item in items]
+        return list(self._workers().map(work, items))
 
     def _prepare_batch(self, case: Case, seeds: list[int], paired: _Paired | None = None) -> list[_Set]:
         """The input sets of a batch, prepared in the judge's threads (one per CPU: both children
@@ -1126,6 +1127,11 @@ class _Evaluation:
         is computed from its own inputs (its model, built under its own seed, is built on the
         case's first input set, which is prepared alone before any batch)."""
         return self._in_threads(lambda s: self._prepare(case, s, paired), seeds)
+
+    def _copy(self, pending: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """The copies of a request's placing (:meth:`~kernelrank.runner.slots.Arena.place_sets`),
+        in the judge's threads: both children are frozen, and ``copy_`` releases the GIL."""
+        self._in_threads(lambda item: item[0].copy_(item[1]), pending)
 
     def _workers(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -1248,7 +1254,8 @@ class _Evaluation:
         if len(sets) == 1:
             layout = self._place(child, sets[0].data, sets[0].room)
         else:
-            layout = child.arena.place_sets([s.data for s in sets], sets[0].room, direct=child.memory is not None)
+            layout = child.arena.place_sets([s.data for s in sets], sets[0].room, direct=child.memory is not None,
+                                            copy=self._copy)
         main_before = child.main_cpu_ns()
         other_before = other.cpu_ns()
         faults_before = child.faults()
@@ -1357,22 +1364,32 @@ class _Evaluation:
         template = first.expected
         ref_first = order[0] is paired.ref
         sub_child, ref_child = paired.sub.child, paired.ref.child
-        for j, s in enumerate(sets):
-            call = number + j + 1
-            sub_reply, ref_reply = replies["submission"][j], replies["reference"][j]
+
+        def quick(j: int) -> bool | str:
+            """Set ``j``'s quick rule; a string: why the reference's output is not usable."""
+            call, ref_reply = number + j + 1, replies["reference"][j]
             try:
                 dtype, shape, read_ref = ref_child.arena.output_reader(ref_reply.get("out"), ref_child.memory, j,
                                                                        scratch=1)
             except SlotError as e:
-                raise _ReferenceFailed(f"the reference's output of timed call {call} could not be read in "
-                                       f"{self._where}: {e}") from None
+                return f"the reference's output of timed call {call} could not be read in {self._where}: {e}"
             if ref_reply.get("alias") or dtype != template.dtype or shape != list(template.shape):
-                raise _ReferenceFailed(f"the reference's output of timed call {call} in {self._where} is not "
-                                       f"of its first output's dtype and shape ({str(template.dtype).removeprefix('torch.')}, "
-                                       f"{list(template.shape)})")
+                return (f"the reference's output of timed call {call} in {self._where} is not "
+                        f"of its first output's dtype and shape ({str(template.dtype).removeprefix('torch.')}, "
+                        f"{list(template.shape)})")
+            return self._quick_check(sub_child, replies["submission"][j], j, template, read_ref, ref_first)
+
+        # the sets in the judge's threads, one per CPU (both children are frozen): the reads
+        # (process_vm_readv) and the native rule release the GIL, so two sets are read and
+        # compared at once (bench/README.md, issue 14); their answers are taken in call order
+        for j, (s, passed) in enumerate(zip(sets, self._in_threads(quick, list(range(len(sets)))))):
+            if isinstance(passed, str):
+                raise _ReferenceFailed(passed)
+            call = number + j + 1
             r.checked += 1
-            if self._quick_check(sub_child, sub_reply, j, template, read_ref, ref_first):
+            if passed:
                 continue
+            sub_reply, ref_reply = replies["submission"][j], replies["reference"][j]
             s.expected = expected = self._expected(s.data)
             ok, message, figures = self._check(sub_reply, _read_output(sub_child, sub_reply, j), expected)
             if not ok:

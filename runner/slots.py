@@ -39,6 +39,9 @@ from kernelrank.runner.wire import DTYPES, dtype_name
 ALIGN = 128
 #: The memory file grows in steps of at least this many bytes.
 GROW_BYTES = 1 << 20
+#: Largest copy :meth:`Arena.place_sets` hands its ``copy`` at once: 4 MiB, so that a request's
+#: sets (16 MiB each for softmax's float32 case) split evenly over the judge's threads.
+COPY_PIECE_BYTES = 4 << 20
 
 
 def _align(n: int) -> int:
@@ -112,7 +115,8 @@ class Arena:
         return self.place_sets([data], out_bytes, direct, single=True)
 
     def place_sets(self, sets: list[Any], out_bytes: int, direct: bool = False,
-                   single: bool = False) -> dict[str, Any]:
+                   single: bool = False, copy: Callable[[list[tuple[torch.Tensor, torch.Tensor]]], Any] | None = None
+                   ) -> dict[str, Any]:
         """Several input sets for one request of one call per set (CPU slots only), each followed
         by an output slot of ``out_bytes``; the layout ``{"size", "sets": [{"data", "out"}, ...]}``
         that a ``go`` request carries (``single``: one set, as :meth:`place` lays it out). Call
@@ -126,6 +130,10 @@ class Arena:
         and 0.5 s for five softmax sets of 16 MiB, in each process of each side: bench/README.md,
         issue 14).
 
+        ``copy``: does the copies, a list of ``(destination, source)`` byte tensors of at most
+        :data:`COPY_PIECE_BYTES` each (the judge's threads: :func:`copy_pieces`); default: one
+        after the other, in this thread.
+
         Raises:
             SlotError: several sets on device slots (a request there holds one input set).
         """
@@ -136,12 +144,13 @@ class Arena:
         self._ensure(inputs + (0 if direct else room * len(sets)) + ALIGN)
         assert self._map is not None
         whole = torch.frombuffer(self._map, dtype=torch.uint8)
-        cursor, trees, offsets = [0], [], []
+        cursor, trees, offsets, pending = [0], [], [], []
         for data in sets:
-            trees.append(_place(data, whole, cursor))
+            trees.append(_place(data, whole, cursor, pending))
             offsets.append(inputs if direct else cursor[0])
             if not direct:
                 cursor[0] += room
+        (copy or copy_pieces)(pending)
         self.outs = [(offset, room) for offset in offsets]
         self.out_offset, self.out_bytes = self.outs[0]
         if single:
@@ -427,26 +436,40 @@ def _described(desc: Any, room: int) -> tuple[torch.dtype, list[int], int, int]:
     return dtype, shape, numel, size
 
 
-def _place(v: Any, whole: torch.Tensor, cursor: list[int]) -> Any:
+def copy_pieces(pending: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Do the copies :func:`_place` left in ``pending`` (``(destination, source)``), in order."""
+    for dst, src in pending:
+        dst.copy_(src)
+
+
+def _place(v: Any, whole: torch.Tensor, cursor: list[int],
+           pending: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
     """Copy the tensors of ``v`` into ``whole`` (a byte tensor over the slots: host memory or, on
-    CUDA, the device buffer) from ``cursor[0]`` on; the layout tree."""
+    CUDA, the device buffer) from ``cursor[0]`` on; the layout tree. Given ``pending``, the
+    copies are appended to it instead, in pieces of at most :data:`COPY_PIECE_BYTES`, for the
+    caller to do (:meth:`Arena.place_sets`)."""
     if isinstance(v, torch.Tensor):
         t = v.detach()
         if t.device != whole.device:  # pragma: no cover - only a CUDA input into host slots (no IPC)
             t = t.to(whole.device)
         t = t.contiguous()
         n = t.numel() * t.element_size()
-        if n:
+        if n and pending is None:
             whole[cursor[0]:cursor[0] + n].copy_(t.view(-1).view(torch.uint8))
+        elif n:
+            src = t.view(-1).view(torch.uint8)
+            for a in range(0, n, COPY_PIECE_BYTES):
+                b = min(n, a + COPY_PIECE_BYTES)
+                pending.append((whole[cursor[0] + a:cursor[0] + b], src[a:b]))
         out = {"__slot__": cursor[0], "dtype": dtype_name(t.dtype), "shape": list(t.shape),
                "device": v.device.type}
         cursor[0] += _align(n)
         return out
     if isinstance(v, (list, tuple)):
-        items = [_place(x, whole, cursor) for x in v]
+        items = [_place(x, whole, cursor, pending) for x in v]
         return {"__tuple__": items} if isinstance(v, tuple) else items
     if isinstance(v, dict):
-        return {"__dict__": {str(k): _place(x, whole, cursor) for k, x in v.items()}}
+        return {"__dict__": {str(k): _place(x, whole, cursor, pending) for k, x in v.items()}}
     return v
 
 

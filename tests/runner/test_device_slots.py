@@ -8,11 +8,12 @@ the output written into its slot and read back by the judge, growth, release."""
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
 
-from kernelrank.runner.slots import ALIGN, Arena, Mapping, SlotError, nbytes
+from kernelrank.runner.slots import ALIGN, COPY_PIECE_BYTES, Arena, Mapping, SlotError, nbytes
 
 
 class FakeIpc:
@@ -171,6 +172,31 @@ def test_several_input_sets_in_one_request_each_with_its_output_slot() -> None:
         arena.read_output(descs[0], index=3)
     with pytest.raises(SlotError):
         Arena(ipc=FakeIpc()).place_sets(sets, 16)  # device slots: one set per request
+
+
+def test_a_requests_copies_can_be_done_by_the_caller_in_pieces() -> None:
+    """``Arena.place_sets(copy=...)``: the copies are handed over in pieces of at most
+    ``COPY_PIECE_BYTES`` that cover every input byte once (so the judge's threads can share them);
+    done in any order, the child finds each set as the judge gave it."""
+    arena = Arena()
+    child = Mapping(arena.fd)
+    big = torch.randn(COPY_PIECE_BYTES // 4 * 2 + 1000)  # two whole pieces and a part
+    sets = [(big,), (torch.randn(7, 3), torch.arange(5, dtype=torch.int32))]
+    handed: list[list[tuple[torch.Tensor, torch.Tensor]]] = []
+
+    def copy(pending: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        handed.append(pending)
+        with ThreadPoolExecutor(2) as pool:
+            list(pool.map(lambda item: item[0].copy_(item[1]), reversed(pending)))
+
+    layout = arena.place_sets(sets, out_bytes=64, direct=True, copy=copy)
+    (pending,) = handed
+    sizes = [dst.numel() for dst, _src in pending]
+    assert max(sizes) <= COPY_PIECE_BYTES and sum(sizes) == big.numel() * 4 + 7 * 3 * 4 + 5 * 4
+    assert len(pending) == 3 + 2  # the large tensor in three pieces, each small one whole
+    for data, one in zip(sets, layout["sets"]):
+        built = child.build({"size": layout["size"], "data": one["data"], "out": one["out"]})
+        assert all(torch.equal(a, b) for a, b in zip(built, data))
 
 
 def test_outputs_read_from_the_childs_memory_take_no_room_in_the_file() -> None:
