@@ -65,6 +65,41 @@ def steady_allocator() -> bool:
     return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)) and bool(mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES))
 
 
+#: torch's CPU unary operations that MKL's vector math (VML) computes in builds with MKL (ATen's
+#: ``cpu/vml.h``, ``IMPLEMENT_VML_MKL``; the list differs between torch versions, so this is the
+#: union), each for ``float32`` and ``float64``: what :func:`resolve_vector_math` calls once.
+VML_OPERATIONS = ("abs", "acos", "asin", "atan", "cos", "cosh", "erf", "erfc", "erfinv", "exp", "expm1", "log",
+                  "log10", "log1p", "log2", "sin", "sinh", "sqrt", "tan", "tanh", "trunc")
+
+
+@functools.lru_cache(maxsize=1)
+def resolve_vector_math() -> tuple[str, ...]:
+    """Call every operation of :data:`VML_OPERATIONS` once, in ``float32`` and ``float64``, on one
+    element, on this thread; returns what was called (``"exp:float32"``, ...). Once per process.
+
+    oneMKL picks each vector-math function's kernel lazily, on its first call. When that first call
+    comes from several of torch's OpenMP threads at once (each computing its own part of a large
+    tensor), one thread can run oneMKL's low-accuracy AVX2 "EP" kernel for its part although torch
+    asks for high accuracy (``VML_HA``): about half the bits right (pytorch/pytorch#188792; oneMKL
+    2024.2, which torch 2.13's wheels link; gone in 2025.0). Found here as an honest softmax whose
+    first call computed rows 2048-4095 of a float32 4096x1024 input (the second thread's half) with
+    relative errors up to 1.8e-4, bit for bit what ``vmsExp`` gives in EP mode on oneMKL's AVX2 path,
+    with a one-core hog, in 3 of 20 leaderboard runs (bench/README.md, issue 14, section 20). A
+    first call on one element, from one thread, before the submission runs, settles every choice.
+    Without MKL (other builds, other platforms) the calls are merely cheap; no OpenMP thread starts
+    (one element is below every parallel grain).
+    """
+    import torch
+
+    done = []
+    for dtype in (torch.float32, torch.float64):
+        one = torch.full((1,), 0.5, dtype=dtype)
+        for name in VML_OPERATIONS:
+            getattr(torch, name)(one)
+            done.append(f"{name}:{str(dtype).removeprefix('torch.')}")
+    return tuple(done)
+
+
 @functools.lru_cache(maxsize=1)
 def _libc() -> Any:
     """The C library (``ctypes.CDLL``, errno kept), or ``None``. Looked up once: ``find_library``
@@ -599,6 +634,7 @@ def serve(fd: int, device: str, threads: int, plan: Plan, slots_fd: int = -1) ->
 
     if threads > 0:
         torch.set_num_threads(threads)
+    resolve_vector_math()  # before any submitted code runs, from this one thread: see its docstring
     from kernelrank.runner.wire import Channel, ChannelClosed
 
     channel = Channel(sock)

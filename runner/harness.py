@@ -86,7 +86,7 @@ from kernelrank.format import duration, speedup
 from kernelrank.problems import Case, CaseTiming, Mode, ProblemSpec
 from kernelrank.runner import gpuinfo, isolation, stats
 from kernelrank.runner.checking import check_output, close_in_pieces, close_to_reader, piece_bounds
-from kernelrank.runner.child import steady_allocator
+from kernelrank.runner.child import resolve_vector_math, steady_allocator
 from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.limits import SandboxLimits
 from kernelrank.runner.results import CaseResult, EvalResult, Status
@@ -235,6 +235,8 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
     # output: 45 ms, 25 ms with fixed thresholds), and the judge's seconds per call bound how many
     # calls fit a case's budget. Process-wide and idempotent; the runner keeps its peak heap.
     steady_allocator()
+    # the judge computes references and expected outputs, sometimes from several of its threads
+    resolve_vector_math()
     return _Evaluation(spec, source, mode, device, options or EvalOptions(), on_event).run()
 
 

@@ -8,8 +8,11 @@ which a per-sandbox process limit holds for certain.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from kernelrank.runner import isolation
+from kernelrank.runner.child import VML_OPERATIONS
 from kernelrank.runner.harness import EvalOptions, evaluate
 from kernelrank.runner.limits import GiB, SandboxLimits
 from kernelrank.runner.sandbox import ProcessWatch, host_autogroups, priority, remove_tree
@@ -149,8 +153,6 @@ def test_isolation_is_recorded(double, options) -> None:
 def _report(double, options, name: str, start: str) -> dict:
     """Run the fixture submission ``name`` in test mode in a child started ``cold`` or ``warm``
     (forked from a zygote), assert it passed, and return the JSON line it printed last."""
-    import json
-
     from kernelrank.runner.devices import cpu_threads
     from kernelrank.runner.zygote import Zygote
 
@@ -212,6 +214,42 @@ def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_
     if method != "none":
         assert report["lower_thread"].startswith("refused"), report
         assert report["lower_autogroup"].startswith("refused") or report["autogroup"] is None, report
+
+
+@pytest.mark.parametrize("start", ["cold", "warm"])
+def test_the_child_settles_vector_math_before_it_loads_the_submission(double, options, start: str) -> None:
+    """oneMKL picks a vector-math kernel on the function's first call, and a first call made by
+    several OpenMP threads at once can run the low-accuracy one for a thread's part
+    (``child.resolve_vector_math``; an honest softmax's first call failed its check that way,
+    issue 14). Cold or forked from a zygote, the child has made every such first call, in float32
+    and float64, from its one thread, before the submission's module is even loaded."""
+    report = _report(double, options, "report_vector_math.py", start)
+    assert report["resolved"], report
+    assert set(report["operations"]) == {f"{op}:{dt}" for op in VML_OPERATIONS for dt in ("float32", "float64")}
+
+
+def test_settling_vector_math_starts_no_thread_and_computes_right() -> None:
+    """``resolve_vector_math`` runs each operation on one element (below every parallel grain): in a
+    fresh process with two OpenMP threads allowed, the process still has one thread afterwards
+    (the zygote may not start OpenMP before it forks), and a later large ``exp`` still matches
+    float64's."""
+    code = """
+import json, os, torch
+from kernelrank.runner.child import resolve_vector_math
+before = len(os.listdir("/proc/self/task"))
+done = resolve_vector_math()
+after = len(os.listdir("/proc/self/task"))
+x = torch.linspace(-20, 5, 1 << 20)
+err = ((x.exp() - x.double().exp()).abs() / x.double().exp()).max().item()
+print(json.dumps({"before": before, "after": after, "done": len(done), "err": err}))
+"""
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout.splitlines()[-1])
+    assert report["after"] == report["before"], report
+    assert report["done"] == 2 * len(VML_OPERATIONS)
+    assert report["err"] < 1e-6, report
 
 
 def test_the_judge_reads_a_process_priority_from_outside() -> None:
