@@ -230,9 +230,9 @@ def test_the_child_settles_vector_math_before_it_loads_the_submission(double, op
 
 def test_settling_vector_math_starts_no_thread_and_computes_right() -> None:
     """``resolve_vector_math`` runs each operation on one element (below every parallel grain): in a
-    fresh process with two OpenMP threads allowed, the process still has one thread afterwards
-    (the zygote may not start OpenMP before it forks), and a later large ``exp`` still matches
-    float64's."""
+    fresh process with two OpenMP threads allowed, it starts no thread (the child's OpenMP team
+    is still first made by the submission's own calls, bound as ``sandbox.child_environment``
+    says), and a later large ``exp`` still matches float64's."""
     code = """
 import json, os, torch
 from kernelrank.runner.child import resolve_vector_math
