@@ -133,6 +133,8 @@ def runner(
     quick: Annotated[bool, typer.Option(help="With --self-test: shrunk budgets, one benchmark case per problem.")] = False,
     problem: Annotated[Optional[list[str]], typer.Option(help="With --self-test: only this problem (repeatable).")] = None,
     mode: Annotated[Optional[list[str]], typer.Option(help="With --self-test: only this mode (repeatable).")] = None,
+    no_attacks: Annotated[bool, typer.Option(
+        "--no-attacks", help="With --self-test: leave out the attack corpus (the longest part on the CPU).")] = False,
     no_self_test: Annotated[bool, typer.Option(
         "--no-self-test", help="Take jobs without the start-up self-test (shown as not run).")] = False,
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
@@ -148,6 +150,7 @@ def runner(
         cls = vocab.device_class(choose_queue(device, queue)) if device != vocab.LOCAL_CUDA else vocab.DeviceClass.cuda.value
         argv = ["--device", cls] + (["--quick"] if quick else [])
         argv += [a for p in problem or [] for a in ("--problem", p)] + [a for m in mode or [] for a in ("--mode", m)]
+        argv += ["--no-attacks"] if no_attacks else []
         raise typer.Exit(selftest.main(argv))
     chosen = choose_queue(device, queue)
     settings = get_settings()
