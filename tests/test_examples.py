@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelrank import vocab
 from kernelrank.problems import load_problem
 from kernelrank.runner.harness import evaluate, reference_submission
 from kernelrank.runner.results import Status
@@ -23,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(ROOT.glob("reference_kernels/*/examples/*.py"))
 CORRECT = [p for p in EXAMPLES if p.name.startswith("correct_")]
 WRONG = [p for p in EXAMPLES if p.name.startswith("wrong_")]
-MODES = ["test", "benchmark", "leaderboard", "profile"]
 #: (example, mode) runs: see the module docstring for what is left out and why
-RUNS = [(p, m) for p in CORRECT for m in MODES[1:] if not (m == "benchmark" and p.stem == "correct_cpp")]
+RUNS = [(p, m) for p in CORRECT for m in vocab.MODES
+        if m != "test" and not (m == "benchmark" and p.stem == "correct_cpp")]
 
 
 def _id(p: Path) -> str:
