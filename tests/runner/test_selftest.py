@@ -230,6 +230,35 @@ def test_fresh_memory_is_measured_in_a_new_process() -> None:
     assert 0.0 < selftest.measure_fresh_memory(4 * 1024 * 1024) < 1000.0  # in this process, as a figure
 
 
+def test_the_host_moments_row_passes_either_way_and_says_what_it_costs() -> None:
+    steady = selftest.host_moments_check(0.021, 0.0)
+    assert steady.passed and steady.got == "speedup ±2.1% a moment, steal 0.0%" and not steady.detail
+    assert steady.group == "judge's clock" and steady.expected == "< ±5% a moment"
+    moved = selftest.host_moments_check(0.147, 0.0125)
+    assert moved.passed and moved.got.startswith("speedup ±14.7% a moment, steal 1.2%")
+    assert "moves speedups" in moved.got and "cores of its own" in moved.detail
+    edge = selftest.host_moments_check(selftest.HOST_MOMENTS_NOISY, 0.0)
+    assert not edge.detail  # at the limit: still steady
+
+
+def test_host_moments_are_measured_in_a_new_process_with_the_childrens_threads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError):
+        selftest.measure_host_moments(1, 0.1)
+    sd, steal = selftest.host_moments_in_new_process(turns=4, turn_s=0.05)
+    assert 0.0 < sd < 2.0 and 0.0 <= steal <= 1.0  # a figure of the machine: four speedups never agree exactly
+    seen: dict[str, str] = {}
+
+    def fake_run(args, **kwargs):  # noqa: ANN001, ANN202 - subprocess.run's signature
+        seen.update(kwargs["env"])
+        return subprocess.CompletedProcess(args, 1, stdout="", stderr="Traceback: boom")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    with pytest.raises(RuntimeError, match="host-moments probe failed.*boom"):
+        selftest.host_moments_in_new_process()
+    assert seen["OMP_PROC_BIND"] == "close" and seen["OMP_PLACES"] == "threads"  # bound as the children's
+
+
 def test_the_output_check_row_says_whether_the_quick_rule_is_native(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelrank.runner import native_check
 

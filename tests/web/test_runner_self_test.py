@@ -21,7 +21,8 @@ def test_self_test_result_and_date_on_the_page_and_in_the_api(client: TestClient
     _beat("runner-h100-sxm-0", "cuda-h100-sxm", {"gpu": gpu, "self_test": {
         "status": "passed", "at": "2026-11-24T19:54:24+00:00", "checks": 120, "failed": 0, "failures": [],
         "host_memory": "cgroup 34359738368 bytes", "output_reads": "process_vm_readv",
-        "priority": "nice -10, autogroup -10", "fresh_memory": "0.05 ms per MiB"}})
+        "priority": "nice -10, autogroup -10", "fresh_memory": "0.05 ms per MiB",
+        "host_moments": "speedup ±2.1% a moment, steal 0.0%"}})
     _beat("runner-h100-sxm-1", "cuda-h100-sxm", {"self_test": {
         "status": "failed", "at": "2026-11-24T20:01:00+00:00", "checks": 120, "failed": 1,
         "failures": ["toolchain CUDA load_inline, with PCH (test): compile_error"]}})
@@ -30,9 +31,10 @@ def test_self_test_result_and_date_on_the_page_and_in_the_api(client: TestClient
             for name in ("runner-h100-sxm-0", "runner-h100-sxm-1", "runner-cpu-1")}
     assert "passed" in rows["runner-h100-sxm-0"] and "2026-11-24T19:54:24+00:00" in rows["runner-h100-sxm-0"]
     # what the self-test found of the host, on hover: what bounds a child's memory, how outputs are
-    # read, the children's priority, what fresh memory costs
+    # read, the children's priority, what fresh memory costs, how much the host's moments move a speedup
     assert ("host memory: cgroup 34359738368 bytes; outputs read by process_vm_readv; children at nice -10, "
-            "autogroup -10; fresh memory 0.05 ms per MiB") in rows["runner-h100-sxm-0"]
+            "autogroup -10; fresh memory 0.05 ms per MiB; host moments: speedup ±2.1% a moment, steal 0.0%"
+            ) in rows["runner-h100-sxm-0"]
     assert "failed" in rows["runner-h100-sxm-1"] and "CUDA load_inline" in rows["runner-h100-sxm-1"]
     assert "not run" in rows["runner-cpu-1"]
     body = {r["name"]: r for r in client.get("/api/v1/runners").json()["runners"]}
