@@ -52,6 +52,7 @@ for _key, _value in CHILD_THREADS.items():
     os.environ.setdefault(_key, _value)
 
 from kernelrank.problems import load_problem  # noqa: E402
+from kernelrank.runner.selftest import cpu_ticks, steal_share  # noqa: E402
 from kernelrank.runner.stats import lag1_autocorrelation  # noqa: E402
 
 
@@ -157,20 +158,6 @@ def speedup_by_turn(problem: str, example: str, case: dict, turns: int, calls: i
             ref.append(t2 - t1)
         out.append((statistics.median(sub) / 1000.0, statistics.median(ref) / 1000.0))
     return out
-
-
-def cpu_ticks() -> tuple[int, int]:
-    """``(steal, total)`` clock ticks of all CPUs so far (``/proc/stat``'s ``cpu`` line; steal is
-    time the hypervisor ran something else while this guest's vCPU wanted to run)."""
-    with open("/proc/stat") as f:
-        values = [int(v) for v in f.readline().split()[1:]]
-    return (values[7] if len(values) > 7 else 0), sum(values[:8])
-
-
-def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
-    """Steal's share of the CPUs' time between two :func:`cpu_ticks` readings (0 to 1)."""
-    total = after[1] - before[1]
-    return 0.0 if total <= 0 else (after[0] - before[0]) / total
 
 
 def main() -> None:

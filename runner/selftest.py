@@ -470,6 +470,25 @@ HOST_MOMENTS_TURNS = 16
 HOST_MOMENTS_TURN_S = 0.25
 
 
+def cpu_ticks() -> tuple[int, int]:
+    """``(steal, total)`` clock ticks of all CPUs so far (``/proc/stat``'s ``cpu`` line; steal is
+    time the hypervisor ran something else while this machine's vCPU wanted to run); ``(0, 0)``
+    where ``/proc/stat`` cannot be read."""
+    try:
+        with open("/proc/stat") as f:
+            values = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0, 0
+    return (values[7] if len(values) > 7 else 0), sum(values[:8])
+
+
+def steal_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """Steal's share of the CPUs' time between two :func:`cpu_ticks` readings (0 to 1; 0 when no
+    tick passed)."""
+    total = after[1] - before[1]
+    return 0.0 if total <= 0 else (after[0] - before[0]) / total
+
+
 def measure_host_moments(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_MOMENTS_TURN_S) -> tuple[float, float]:
     """How much this machine's moments move the speedup of one kernel over another that uses the
     hardware differently: ``(sd, steal)``.
@@ -497,14 +516,6 @@ def measure_host_moments(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_M
     if turns < 2 or turn_s <= 0:
         raise ValueError("need at least 2 turns of a positive length")
 
-    def ticks() -> tuple[int, int]:
-        try:
-            with open("/proc/stat") as f:
-                values = [int(v) for v in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return 0, 0
-        return (values[7] if len(values) > 7 else 0), sum(values[:8])
-
     gen = torch.Generator().manual_seed(0)
     a = torch.randn(256, 256, generator=gen).to(torch.bfloat16)
     b = torch.randn(256, 256, generator=gen).div_(16.0).to(torch.bfloat16)
@@ -512,7 +523,7 @@ def measure_host_moments(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_M
     for _ in range(20):  # warm-up: oneDNN's primitives, the OpenMP team
         for kernel in kernels:
             kernel()
-    before = ticks()
+    before = cpu_ticks()
     logs = []
     for _ in range(turns):
         times: tuple[list[int], list[int]] = ([], [])
@@ -523,9 +534,7 @@ def measure_host_moments(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_M
                 kernel()
                 spent.append(time.perf_counter_ns() - started)
         logs.append(math.log(statistics.median(times[1]) / statistics.median(times[0])))
-    after = ticks()
-    total = after[1] - before[1]
-    return statistics.pstdev(logs), (after[0] - before[0]) / total if total > 0 else 0.0
+    return statistics.pstdev(logs), steal_share(before, cpu_ticks())
 
 
 def host_moments_in_new_process(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_MOMENTS_TURN_S,

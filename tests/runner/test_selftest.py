@@ -245,6 +245,8 @@ def test_host_moments_are_measured_in_a_new_process_with_the_childrens_threads(
         monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError):
         selftest.measure_host_moments(1, 0.1)
+    assert selftest.steal_share((10, 100), (15, 200)) == pytest.approx(0.05)  # 5 of 100 ticks stolen
+    assert selftest.steal_share((10, 100), (10, 100)) == 0.0  # no tick passed
     sd, steal = selftest.host_moments_in_new_process(turns=4, turn_s=0.05)
     assert 0.0 < sd < 2.0 and 0.0 <= steal <= 1.0  # a figure of the machine: four speedups never agree exactly
     seen: dict[str, str] = {}
