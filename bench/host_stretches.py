@@ -15,6 +15,13 @@ Two questions that decide what more timing can buy (issue 14's spread of five sc
    autocorrelation of their logs (near 0: moments shorter than a turn; near 1: stretches of
    many turns). Pairing cancels a moment that slows both sides alike; where the speedup itself
    moves, only a case timed over more moments settles it.
+3. **Whose moment: the host's, or one core's?** One process per CPU, each pinned to its CPU with
+   one thread, all at once (as the children's threads run), alternate the submission and the
+   reference call by call in turns of ``--turn-s`` seconds that start at the same instants on
+   every CPU; per turn and CPU the two medians. Printed: per CPU the spread of each side's logs,
+   and the correlation of the CPUs' submission logs turn by turn (near 1: the whole host's
+   moment; near 0: each core's own, e.g. the core's other hyperthread running another guest's
+   work on a unit the two share, such as Intel's AMX for bfloat16 matmul).
 
 The kernels are the problem's own (``reference_kernels/<problem>/reference.py``: ``generate_input``
 and ``ref_kernel``; the submission ``--example``, default ``correct_pytorch``), the case is the
@@ -26,7 +33,8 @@ moment with little steal is the host's shared hardware (caches, memory, a core's
 hyperthread, its clock), not this guest's vCPUs waiting.
 
 Usage: ``python bench/host_stretches.py [--problem gemm] [--case 0] [--processes 6] [--turns 25]
-[--calls 30] [--example correct_pytorch]``. Takes about a minute for GEMM's CPU cases.
+[--calls 30] [--turn-s 0.25] [--example correct_pytorch]``. Takes about a minute and a half for
+GEMM's CPU cases.
 """
 
 from __future__ import annotations
@@ -160,6 +168,74 @@ def speedup_by_turn(problem: str, example: str, case: dict, turns: int, calls: i
     return out
 
 
+def _per_cpu_worker(conn: Any, cpu: int, problem: str, example: str, case: dict, start: float, turns: int,
+                    turn_s: float) -> None:
+    """Part 3's worker: pinned to ``cpu`` with one thread, ``turns`` turns that end at
+    ``start + (k + 1) * turn_s`` (``time.monotonic``); sends per turn ``(submission's median,
+    reference's median)`` in µs, then the CPU it ran its last call on (``/proc/self/stat``)."""
+    import torch
+
+    os.sched_setaffinity(0, {cpu})
+    torch.set_num_threads(1)
+    reference, kernel, ref_kernel = _kernels(problem, example)
+    sets = [reference.generate_input(**{**case, "seed": 200 + 10 * cpu + i}) for i in range(4)]
+    for i in range(6):
+        kernel(sets[i % 4])
+        ref_kernel(sets[i % 4])
+    time.sleep(max(0.0, start - time.monotonic()))
+    out = []
+    for k in range(turns):
+        deadline, sub, ref, i = start + (k + 1) * turn_s, [], [], 0
+        while time.monotonic() < deadline or not sub:
+            data = sets[i % 4]
+            t0 = time.perf_counter_ns()
+            kernel(data)
+            t1 = time.perf_counter_ns()
+            ref_kernel(data)
+            sub.append(t1 - t0)
+            ref.append(time.perf_counter_ns() - t1)
+            i += 1
+        out.append((statistics.median(sub) / 1000.0, statistics.median(ref) / 1000.0))
+    last_cpu = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
+    conn.send((out, last_cpu))
+
+
+def per_cpu(problem: str, example: str, case: dict, cpus: list[int], turns: int,
+            turn_s: float) -> dict[int, list[tuple[float, float]]]:
+    """Part 3: per CPU of ``cpus``, its turns' ``(submission, reference)`` medians
+    (µs), every CPU's process running at once (spawned, so none inherits this process's OpenMP).
+
+    Raises:
+        RuntimeError: a worker's last call ran on another CPU than the one it was pinned to."""
+    ctx = mp.get_context("spawn")
+    start = time.monotonic() + 15.0  # spawned processes import torch and warm up first
+    pipes, workers = {}, []
+    for cpu in cpus:
+        parent, child = ctx.Pipe()
+        worker = ctx.Process(target=_per_cpu_worker, args=(child, cpu, problem, example, case, start, turns, turn_s))
+        worker.start()
+        pipes[cpu] = parent
+        workers.append(worker)
+    found = {}
+    for cpu, conn in pipes.items():
+        rows, last_cpu = conn.recv()
+        if last_cpu != cpu:
+            raise RuntimeError(f"part 3's process for CPU {cpu} ran on CPU {last_cpu}: not pinned")
+        found[cpu] = rows
+    for worker in workers:
+        worker.join()
+    return found
+
+
+def correlation(xs: list[float], ys: list[float]) -> float:
+    """Pearson's correlation of two equally long series (``statistics.correlation``), 0.0 where
+    either is constant."""
+    try:
+        return statistics.correlation(xs, ys)
+    except statistics.StatisticsError:
+        return 0.0
+
+
 def main() -> None:
     """Parse the options, run both parts on the chosen case and print their figures."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -170,7 +246,9 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=25)
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--turn-s", type=float, default=0.25, help="part 3: seconds a turn")
     a = ap.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))  # before part 2's OpenMP binds this process to one
     case = load_problem(a.problem).definition.benchmarks["cpu"][a.case].params
     label = ", ".join(f"{k}={v}" for k, v in case.items() if k != "seed")
     print(f"{a.problem} case {a.case} ({label}), {a.example} against the reference, {a.threads} threads; "
@@ -197,6 +275,28 @@ def main() -> None:
     print(f"   speedup per turn: {min(speedups):.2f} / {q[0]:.2f} / {q[1]:.2f} / {q[2]:.2f} / {max(speedups):.2f} "
           f"(min, quartiles, max); sd of the log {statistics.pstdev(logs) * 100:.1f}%, lag-1 autocorrelation "
           f"{lag1_autocorrelation(logs):.2f}; steal {steal_2 * 100:.1f}% of the CPUs' time")
+
+    ticks = cpu_ticks()
+    found = per_cpu(a.problem, a.example, case, cpus, 2 * a.turns, a.turn_s)
+    steal_3 = steal_share(ticks, cpu_ticks())
+    cpus = sorted(found)
+    print(f"\n3. one process per CPU, pinned, one thread each, all at once: {a.example} and the reference "
+          f"alternating in turns of {a.turn_s:g} s; medians, µs (submission / reference)")
+    for t in range(len(found[cpus[0]])):
+        print(f"   turn {t:2d}: " + "   ".join(f"CPU {c}: {found[c][t][0]:7.0f} / {found[c][t][1]:7.0f}" for c in cpus))
+    for c in cpus:
+        sub = [math.log(s) for s, _ in found[c]]
+        ref = [math.log(r) for _, r in found[c]]
+        subs = [s for s, _ in found[c]]
+        print(f"   CPU {c}: sd of the log: submission {statistics.pstdev(sub) * 100:.1f}%, reference "
+              f"{statistics.pstdev(ref) * 100:.1f}%, speedup {statistics.pstdev([r - s for s, r in zip(sub, ref)]) * 100:.1f}%; "
+              f"submission min {min(subs):.0f}, median {statistics.median(subs):.0f}, max {max(subs):.0f} µs")
+    if len(cpus) > 1:
+        logs = {c: [math.log(s) for s, _ in found[c]] for c in cpus}
+        pairs = [(x, y) for i, x in enumerate(cpus) for y in cpus[i + 1:]]
+        print("   correlation of the CPUs' submission logs turn by turn: "
+              + ", ".join(f"CPU {x} and {y} {correlation(logs[x], logs[y]):.2f}" for x, y in pairs)
+              + f"; steal {steal_3 * 100:.1f}% of the CPUs' time")
 
 
 if __name__ == "__main__":
