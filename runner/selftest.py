@@ -462,7 +462,9 @@ def fresh_memory_in_new_process(timeout_s: float = 60.0) -> float:
 #: above which the self-test's row says what it costs. On this project's 2-vCPU Xeon VM, with
 #: steal at 0: 2.5-3.8% for softmax's two sides (the same vector units), 9-19% for GEMM's
 #: (oneDNN's bfloat16 matmul on AMX against a float32 AVX-512 ``sgemm``), whose five scores then
-#: spread 1.05-1.10 however long they were timed (bench/README.md, issue 14, section 22).
+#: spread 1.05-1.10 however long they were timed (bench/README.md, issue 14, section 22). The
+#: moments there are each vCPU's own: its one-thread bfloat16 matmul ran at two speeds a factor of
+#: 2 apart for seconds at a time, the float32 one moved 1.3x (section 23).
 HOST_MOMENTS_NOISY = 0.05
 #: Turns of :func:`measure_host_moments`, and the seconds of pairs each turn takes: moments on that
 #: VM lasted from a tenth of a second to several seconds, so the probe spans a few seconds.
