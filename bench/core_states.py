@@ -39,7 +39,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from host_stretches import CHILD_THREADS, _kernels  # noqa: E402  (sets the children's thread settings first)
+from host_stretches import CHILD_THREADS, _kernels, add_case_arguments, time_pair  # noqa: E402  (sets the children's thread settings first)
 from kernelrank.problems import load_problem  # noqa: E402
 from kernelrank.runner.stats import trimmed_mean  # noqa: E402
 
@@ -77,9 +77,7 @@ def _column(logs: list[float]) -> tuple[float, int]:
 def main() -> None:
     """Run the probes and the pairs, print each block's speedups by state and their spread."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problem", default="gemm")
-    ap.add_argument("--case", type=int, default=0, help="index among the problem's CPU benchmark cases")
-    ap.add_argument("--example", default="correct_pytorch")
+    add_case_arguments(ap)
     ap.add_argument("--blocks", type=int, default=6)
     ap.add_argument("--block-s", type=float, default=60.0)
     ap.add_argument("--pairs", type=int, default=5, help="pairs per request")
@@ -124,13 +122,7 @@ def main() -> None:
             least = [min(x, y) for x, y in zip(least, probe)]
             sub, ref = [], []
             for i in range(a.pairs):
-                data = sets[(requests + i) % 4]
-                t0 = time.perf_counter_ns()
-                kernel(data)
-                t1 = time.perf_counter_ns()
-                ref_kernel(data)
-                sub.append(t1 - t0)
-                ref.append(time.perf_counter_ns() - t1)
+                time_pair(kernel, ref_kernel, sets[(requests + i) % 4], sub, ref)
             requests += 1
             if requests <= a.settle:
                 continue

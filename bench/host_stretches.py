@@ -80,6 +80,24 @@ def _kernels(problem: str, example: str) -> tuple[Any, Callable, Callable]:
     return reference, submission.custom_kernel, reference.ref_kernel
 
 
+def add_case_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--problem``, ``--case`` and ``--example``: which kernels and which CPU benchmark case."""
+    ap.add_argument("--problem", default="gemm")
+    ap.add_argument("--case", type=int, default=0, help="index among the problem's CPU benchmark cases")
+    ap.add_argument("--example", default="correct_pytorch")
+
+
+def time_pair(kernel: Callable, ref_kernel: Callable, data: Any, sub: list[int], ref: list[int]) -> None:
+    """One call of ``kernel`` then one of ``ref_kernel`` on ``data``; appends their times (ns,
+    ``perf_counter_ns``) to ``sub`` and ``ref``."""
+    t0 = time.perf_counter_ns()
+    kernel(data)
+    t1 = time.perf_counter_ns()
+    ref_kernel(data)
+    ref.append(time.perf_counter_ns() - t1)
+    sub.append(t1 - t0)
+
+
 def _median_us(fn: Callable, sets: list, calls: int) -> float:
     """Median time of ``calls`` calls of ``fn`` over ``sets`` in turn, µs (``perf_counter_ns``)."""
     times = []
@@ -156,14 +174,7 @@ def speedup_by_turn(problem: str, example: str, case: dict, turns: int, calls: i
     for _ in range(turns):
         sub, ref = [], []
         for i in range(calls):
-            data = sets[i % 4]
-            t0 = time.perf_counter_ns()
-            kernel(data)
-            t1 = time.perf_counter_ns()
-            ref_kernel(data)
-            t2 = time.perf_counter_ns()
-            sub.append(t1 - t0)
-            ref.append(t2 - t1)
+            time_pair(kernel, ref_kernel, sets[i % 4], sub, ref)
         out.append((statistics.median(sub) / 1000.0, statistics.median(ref) / 1000.0))
     return out
 
@@ -187,13 +198,7 @@ def _per_cpu_worker(conn: Any, cpu: int, problem: str, example: str, case: dict,
     for k in range(turns):
         deadline, sub, ref, i = start + (k + 1) * turn_s, [], [], 0
         while time.monotonic() < deadline or not sub:
-            data = sets[i % 4]
-            t0 = time.perf_counter_ns()
-            kernel(data)
-            t1 = time.perf_counter_ns()
-            ref_kernel(data)
-            sub.append(t1 - t0)
-            ref.append(time.perf_counter_ns() - t1)
+            time_pair(kernel, ref_kernel, sets[i % 4], sub, ref)
             i += 1
         out.append((statistics.median(sub) / 1000.0, statistics.median(ref) / 1000.0))
     last_cpu = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[36])
@@ -239,9 +244,7 @@ def correlation(xs: list[float], ys: list[float]) -> float:
 def main() -> None:
     """Parse the options, run both parts on the chosen case and print their figures."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--problem", default="gemm")
-    ap.add_argument("--case", type=int, default=0, help="index among the problem's CPU benchmark cases")
-    ap.add_argument("--example", default="correct_pytorch")
+    add_case_arguments(ap)
     ap.add_argument("--processes", type=int, default=6)
     ap.add_argument("--turns", type=int, default=25)
     ap.add_argument("--calls", type=int, default=30)
