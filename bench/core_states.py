@@ -39,11 +39,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from host_stretches import CHILD_THREADS, _kernels, add_case_arguments, time_pair  # noqa: E402  (sets the children's thread settings first)
+# importing host_stretches first sets the children's thread settings before torch is loaded
+from host_stretches import add_case_arguments, ready_pair, time_pair  # noqa: E402
 from kernelrank.problems import load_problem  # noqa: E402
 from kernelrank.runner.stats import trimmed_mean  # noqa: E402
-
-assert CHILD_THREADS  # imported for its side effect on os.environ
 
 
 def _probe_worker(conn: Any, cpu: int, n: int) -> None:
@@ -98,11 +97,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(len(cpus))
-    reference, kernel, ref_kernel = _kernels(a.problem, a.example)
-    sets = [reference.generate_input(**{**case, "seed": 300 + i}) for i in range(4)]
-    for i in range(10):
-        kernel(sets[i % 4])
-        ref_kernel(sets[i % 4])
+    kernel, ref_kernel, sets = ready_pair(a.problem, a.example, case, 300, 10)
     label = ", ".join(f"{k}={v}" for k, v in case.items() if k != "seed")
     print(f"{a.problem} case {a.case} ({label}), {a.example} against the reference, {len(cpus)} threads; "
           f"probe: bfloat16 mm {a.probe_n}^2 per CPU, fast within {a.fast_within}x of its least; "

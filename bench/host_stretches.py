@@ -80,6 +80,17 @@ def _kernels(problem: str, example: str) -> tuple[Any, Callable, Callable]:
     return reference, submission.custom_kernel, reference.ref_kernel
 
 
+def ready_pair(problem: str, example: str, case: dict, seed: int, warm_up: int) -> tuple[Callable, Callable, list]:
+    """``(submission's kernel, reference's kernel, sets)``: four input sets of ``case`` (seeds
+    ``seed`` to ``seed + 3``), after ``warm_up`` calls of each kernel on them in turn."""
+    reference, kernel, ref_kernel = _kernels(problem, example)
+    sets = [reference.generate_input(**{**case, "seed": seed + i}) for i in range(4)]
+    for i in range(warm_up):
+        kernel(sets[i % 4])
+        ref_kernel(sets[i % 4])
+    return kernel, ref_kernel, sets
+
+
 def add_case_arguments(ap: argparse.ArgumentParser) -> None:
     """``--problem``, ``--case`` and ``--example``: which kernels and which CPU benchmark case."""
     ap.add_argument("--problem", default="gemm")
@@ -165,11 +176,7 @@ def speedup_by_turn(problem: str, example: str, case: dict, turns: int, calls: i
     import torch
 
     torch.set_num_threads(threads)
-    reference, kernel, ref_kernel = _kernels(problem, example)
-    sets = [reference.generate_input(**{**case, "seed": 100 + i}) for i in range(4)]
-    for i in range(10):
-        kernel(sets[i % 4])
-        ref_kernel(sets[i % 4])
+    kernel, ref_kernel, sets = ready_pair(problem, example, case, 100, 10)
     out = []
     for _ in range(turns):
         sub, ref = [], []
@@ -188,11 +195,7 @@ def _per_cpu_worker(conn: Any, cpu: int, problem: str, example: str, case: dict,
 
     os.sched_setaffinity(0, {cpu})
     torch.set_num_threads(1)
-    reference, kernel, ref_kernel = _kernels(problem, example)
-    sets = [reference.generate_input(**{**case, "seed": 200 + 10 * cpu + i}) for i in range(4)]
-    for i in range(6):
-        kernel(sets[i % 4])
-        ref_kernel(sets[i % 4])
+    kernel, ref_kernel, sets = ready_pair(problem, example, case, 200 + 10 * cpu, 6)
     time.sleep(max(0.0, start - time.monotonic()))
     out = []
     for k in range(turns):
@@ -282,20 +285,18 @@ def main() -> None:
     ticks = cpu_ticks()
     found = per_cpu(a.problem, a.example, case, cpus, 2 * a.turns, a.turn_s)
     steal_3 = steal_share(ticks, cpu_ticks())
-    cpus = sorted(found)
     print(f"\n3. one process per CPU, pinned, one thread each, all at once: {a.example} and the reference "
           f"alternating in turns of {a.turn_s:g} s; medians, µs (submission / reference)")
     for t in range(len(found[cpus[0]])):
         print(f"   turn {t:2d}: " + "   ".join(f"CPU {c}: {found[c][t][0]:7.0f} / {found[c][t][1]:7.0f}" for c in cpus))
+    logs = {c: [math.log(s) for s, _ in found[c]] for c in cpus}  # the submission's, per CPU
     for c in cpus:
-        sub = [math.log(s) for s, _ in found[c]]
         ref = [math.log(r) for _, r in found[c]]
         subs = [s for s, _ in found[c]]
-        print(f"   CPU {c}: sd of the log: submission {statistics.pstdev(sub) * 100:.1f}%, reference "
-              f"{statistics.pstdev(ref) * 100:.1f}%, speedup {statistics.pstdev([r - s for s, r in zip(sub, ref)]) * 100:.1f}%; "
+        print(f"   CPU {c}: sd of the log: submission {statistics.pstdev(logs[c]) * 100:.1f}%, reference "
+              f"{statistics.pstdev(ref) * 100:.1f}%, speedup {statistics.pstdev([r - s for s, r in zip(logs[c], ref)]) * 100:.1f}%; "
               f"submission min {min(subs):.0f}, median {statistics.median(subs):.0f}, max {max(subs):.0f} µs")
     if len(cpus) > 1:
-        logs = {c: [math.log(s) for s, _ in found[c]] for c in cpus}
         pairs = [(x, y) for i, x in enumerate(cpus) for y in cpus[i + 1:]]
         print("   correlation of the CPUs' submission logs turn by turn: "
               + ", ".join(f"CPU {x} and {y} {correlation(logs[x], logs[y]):.2f}" for x, y in pairs)
