@@ -460,9 +460,10 @@ def fresh_memory_in_new_process(timeout_s: float = 60.0) -> float:
 
 #: Standard deviation of the log of a speedup from one moment to the next (:func:`measure_host_moments`)
 #: above which the self-test's row says what it costs. On this project's 2-vCPU Xeon VM, with
-#: steal at 0: 2.5-3.8% for softmax's two sides (the same vector units), 9-19% for GEMM's
-#: (oneDNN's bfloat16 matmul on AMX against a float32 AVX-512 ``sgemm``), whose five scores then
-#: spread 1.05-1.10 however long they were timed (bench/README.md, issue 14, section 22). The
+#: steal at 0: 2.5-3.8% for softmax's two sides (the same vector units), 9-19% for oneDNN's
+#: bfloat16 matmul on AMX against a float32 AVX-512 ``sgemm`` (GEMM's reference until section 25),
+#: whose five scores then spread 1.05-1.10 however long they were timed (bench/README.md, issue 14,
+#: section 22). The
 #: moments there are each vCPU's own: its one-thread bfloat16 matmul ran at two speeds a factor of
 #: 2 apart for seconds at a time, the float32 one moved 1.3x (section 23).
 HOST_MOMENTS_NOISY = 0.05
@@ -496,9 +497,9 @@ def measure_host_moments(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_M
     hardware differently: ``(sd, steal)``.
 
     Two kernels alternate call by call on the same ``[256, 256]`` bfloat16 operands: ``torch.mm``
-    in bfloat16 (oneDNN; AMX or AVX-512 bfloat16 where the CPU has them) and the GEMM problem's
-    reference formula ``(a.float() @ b.float()).to(torch.bfloat16)`` (float32 ``sgemm`` and
-    conversions). Each turn of ``turn_s`` seconds gives a speedup, the ratio of the two kernels'
+    in bfloat16 (oneDNN; AMX or AVX-512 bfloat16 where the CPU has them; the GEMM problem's
+    reference) and the float32 formula ``(a.float() @ b.float()).to(torch.bfloat16)`` (float32
+    ``sgemm`` and conversions, as a kernel that leaves the matrix units alone computes). Each turn of ``turn_s`` seconds gives a speedup, the ratio of the two kernels'
     median times. ``sd`` is the standard deviation of the logs of the ``turns`` speedups (0.05 is
     about ±5% from one moment to the next): pairing cancels a moment only where it slows both
     sides alike, and this is the part it does not cancel (``bench/host_stretches.py`` measures
