@@ -463,9 +463,8 @@ def fresh_memory_in_new_process(timeout_s: float = 60.0) -> float:
 #: steal at 0: 2.5-3.8% for softmax's two sides (the same vector units), 9-19% for oneDNN's
 #: bfloat16 matmul on AMX against a float32 AVX-512 ``sgemm`` (GEMM's reference until section 25),
 #: whose five scores then spread 1.05-1.10 however long they were timed (bench/README.md, issue 14,
-#: section 22). The
-#: moments there are each vCPU's own: its one-thread bfloat16 matmul ran at two speeds a factor of
-#: 2 apart for seconds at a time, the float32 one moved 1.3x (section 23).
+#: section 22). The moments there are each vCPU's own: its one-thread bfloat16 matmul ran at two
+#: speeds a factor of 2 apart for seconds at a time, the float32 one moved 1.3x (section 23).
 HOST_MOMENTS_NOISY = 0.05
 #: Turns of :func:`measure_host_moments`, and the seconds of pairs each turn takes: moments on that
 #: VM lasted from a tenth of a second to several seconds, so the probe spans a few seconds.
@@ -499,9 +498,10 @@ def measure_host_moments(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_M
     Two kernels alternate call by call on the same ``[256, 256]`` bfloat16 operands: ``torch.mm``
     in bfloat16 (oneDNN; AMX or AVX-512 bfloat16 where the CPU has them; the GEMM problem's
     reference) and the float32 formula ``(a.float() @ b.float()).to(torch.bfloat16)`` (float32
-    ``sgemm`` and conversions, as a kernel that leaves the matrix units alone computes). Each turn of ``turn_s`` seconds gives a speedup, the ratio of the two kernels'
-    median times. ``sd`` is the standard deviation of the logs of the ``turns`` speedups (0.05 is
-    about ±5% from one moment to the next): pairing cancels a moment only where it slows both
+    ``sgemm`` and conversions, as a kernel that leaves the matrix units alone computes). Each turn
+    of ``turn_s`` seconds gives a speedup, the ratio of the two kernels' median times. ``sd`` is
+    the standard deviation of the logs of the ``turns`` speedups (0.05 is about ±5% from one
+    moment to the next): pairing cancels a moment only where it slows both
     sides alike, and this is the part it does not cancel (``bench/host_stretches.py`` measures
     the same with a problem's own kernels). ``steal`` is the share of the CPUs' time, 0 to 1,
     that the hypervisor gave to others meanwhile (``/proc/stat``): a large ``sd`` with little
