@@ -332,8 +332,9 @@ class Worker:
         sets = msg["inputs"].get("sets")
         if sets is not None:
             return self._go_sets(msg, sets)
-        data = self.slots.build(msg["inputs"], self.device)
-        inputs = _storages(data)
+        with judges_own():
+            data = self.slots.build(msg["inputs"], self.device)
+            inputs = _storages(data)
         times: list[int] = []
         alias: str | None = None
         out: Any = None
@@ -343,19 +344,22 @@ class Worker:
             # [issue 16] the problem's timing.cuda.cuda_graph: the calls captured in one graph, launched once
             self.calls += repeat
             out, times = self.timer.time_graph(self.kernel, data, repeat)
-            alias = _alias(out, inputs, self.previous, self.calls)
-            self.previous.track(out)
+            with judges_own():
+                alias = _alias(out, inputs, self.previous, self.calls)
+                self.previous.track(out)
         for _ in range(0 if times else repeat):
             out = None
             self.calls += 1
             out, ns = self.timer.time_call(self.kernel, data)
             times.append(ns)
-            alias = alias or _alias(out, inputs, self.previous, self.calls)
-            self.previous.track(out)
+            with judges_own():
+                alias = alias or _alias(out, inputs, self.previous, self.calls)
+                self.previous.track(out)
         interpreted = self._interpreted_launches() > launches
-        reply = {"ok": True, "times_ns": times, **self.slots.put_output(out, bool(msg.get("direct"))),
-                 **({"alias": alias} if alias else {}), **({"interpreted": True} if interpreted else {})}
-        del out, data
+        with judges_own():
+            reply = {"ok": True, "times_ns": times, **self.slots.put_output(out, bool(msg.get("direct"))),
+                     **({"alias": alias} if alias else {}), **({"interpreted": True} if interpreted else {})}
+            del out, data
         return reply
 
     def op_reserve(self, msg: dict[str, Any]) -> dict[str, Any]:
@@ -378,15 +382,17 @@ class Worker:
         outs: list[dict[str, Any]] = []
         launches = self._interpreted_launches()
         for layout in sets:
-            data = self.slots.build({"size": size, "data": layout["data"], "out": layout["out"]}, self.device)
-            inputs = _storages(data)
+            with judges_own():
+                data = self.slots.build({"size": size, "data": layout["data"], "out": layout["out"]}, self.device)
+                inputs = _storages(data)
             self.calls += 1
             out, ns = self.timer.time_call(self.kernel, data)
             times.append(ns)
-            alias = _alias(out, inputs, self.previous, self.calls)
-            self.previous.track(out)
-            outs.append({**self.slots.put_output(out, bool(msg.get("direct"))), **({"alias": alias} if alias else {})})
-            del out, data
+            with judges_own():
+                alias = _alias(out, inputs, self.previous, self.calls)
+                self.previous.track(out)
+                outs.append({**self.slots.put_output(out, bool(msg.get("direct"))), **({"alias": alias} if alias else {})})
+                del out, data
         interpreted = self._interpreted_launches() > launches
         return {"ok": True, "times_ns": times, "outs": outs, **({"interpreted": True} if interpreted else {})}
 
@@ -480,6 +486,24 @@ def _adapt(module: Any, adapter: str) -> Any:
     namespace: dict[str, Any] = {"__name__": "kernelrank_adapter"}
     exec(compile(adapter, "<problem adapter>", "exec"), namespace)  # noqa: S102 - the problem's source
     return namespace["adapt"](module)
+
+
+def judges_own() -> Any:
+    """A context for the child's own bookkeeping around a call (building the inputs from the slots,
+    reading storages, checking aliases, copying the output into its slot): no ``__torch_function__``
+    (a subclass's or a ``TorchFunctionMode`` the submission left active) and no
+    ``TorchDispatchMode`` runs in it, so no submitted code is triggered by what the child does
+    between the go-ahead and the call's clock, nor after it. The submission's modes are back for
+    its own call."""
+    import contextlib
+
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(torch._C.DisableTorchFunction())
+    stack.enter_context(_disable_current_modes())
+    return stack
 
 
 def _storages(value: Any, found: list[tuple[str, int, int]] | None = None) -> list[tuple[str, int, int]]:

@@ -165,6 +165,10 @@ class EvalOptions:
         calibration_ns: per benchmark case of the device, the reference time (ns) the scores of
             this problem revision and device queue are based on (the service's calibration,
             ``kernelrank.services.calibration``); ``None``: this run's own reference times.
+        processes: pairs of processes timing each benchmark case, overriding the problem's
+            ``timing.<device>.processes`` and the device's default; checks of verdicts rather
+            than of timing statistics (the test suite) use 1: one process of each side, so a C++
+            submission is built once, in the test phase's process.
     """
 
     threads: int = 0
@@ -179,6 +183,7 @@ class EvalOptions:
     zygote: Any = None
     require_containment: bool = False
     calibration_ns: tuple[float, ...] | None = None
+    processes: int | None = None
 
 
 class _Verdict(Exception):
@@ -710,11 +715,11 @@ class _Evaluation:
     def processes(self, interpreted: bool = False) -> int:
         """Pairs of processes that time a case's pairs, one per round of its slices
         (:meth:`_rounds`): the problem's ``timing.<device>.processes``
-        or the device's default (:data:`~kernelrank.runner.stats.PROCESSES`); one for a
-        submission run under Triton's interpreter (no pairs are timed)."""
+        or the device's default (:data:`~kernelrank.runner.stats.PROCESSES`), unless the options
+        set them; one for a submission run under Triton's interpreter (no pairs are timed)."""
         if interpreted:
             return 1
-        return self.timing.processes or stats.PROCESSES[self.device]  # type: ignore[index]
+        return self.options.processes or self.timing.processes or stats.PROCESSES[self.device]  # type: ignore[index]
 
     def _timed_phase(self, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
         """Time every benchmark case in pairs with the reference (module docstring, step 3), then

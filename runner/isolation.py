@@ -22,12 +22,15 @@ runs the real set-up in a throw-away process and checks it from inside):
 
 The read-only view: the whole mount tree is made read-only (``mount_setattr(2)``, Linux 5.12+),
 except the working folder (bound onto itself) and private, size-limited ``tmpfs`` on ``/tmp``,
-``/var/tmp`` and ``/dev/shm``. The judge's home folder, the folder holding the job folders, any
+``/var/tmp`` and ``/dev/shm``. The host's service folders (:data:`COVERED`: ``/run``, ``/var/lib``,
+``/srv``, ``/home``, ..., where Unix sockets of host services live, and ``/sys/fs/cgroup``, where
+other jobs' groups are), the judge's home folder, the folder holding the job folders, any
 path the caller names and (``setuid``) any folder the sandbox user may not enter are covered by an
 empty ``tmpfs``; the folders the child needs to run Python (interpreter prefixes, site-packages,
 the runner's own packages, never the judge's working folder or ``PYTHONPATH``) are bound back
 read-only. A new network namespace holds only a loopback interface that is down: nothing is
-reachable, not even ``127.0.0.1``.
+reachable, not even ``127.0.0.1``. A new IPC namespace holds the child's System V objects and
+POSIX message queues, which end with it.
 
 Nothing here is seccomp or a VM: a kernel exploit, or a GPU driver bug reached through the device
 files the child must open, is not contained.
@@ -74,6 +77,13 @@ PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 #: Never covered, whatever the caller asks.
 _SYSTEM_DIRS = frozenset({"/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/dev", "/proc",
                           "/sys", "/opt", "/var", "/run", "/home", "/srv", "/mnt", "/media", "/boot"})
+
+#: Host folders always covered in the child's view (what the child needs inside them, e.g. a
+#: virtual environment under ``/home``, is bound back): where host services keep Unix sockets
+#: (reachable from any network namespace) and data, and the cgroup tree (other jobs' state and
+#: CPU time).
+COVERED = ("/run", "/var/run", "/var/lib", "/var/spool", "/var/mail", "/var/log", "/srv", "/home", "/mnt",
+           "/media", "/sys/fs/cgroup")
 
 METHODS = ("setuid", "userns", "none")
 
@@ -123,6 +133,7 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 4096, 16384, 1 << 18
 PR_SET_PDEATHSIG = 1
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
@@ -320,13 +331,14 @@ def enter(plan: Plan) -> None:
     raise_priority(plan.nice)
     if plan.method == "userns":
         uid, gid = os.getuid(), os.getgid()
-        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID),
-               "unshare user, mount, network and PID namespaces")
+        _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC),
+               "unshare user, mount, network, PID and IPC namespaces")
         Path("/proc/self/setgroups").write_text("deny")
         Path("/proc/self/uid_map").write_text(f"0 {uid} 1")
         Path("/proc/self/gid_map").write_text(f"0 {gid} 1")
     elif plan.method == "setuid":
-        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID), "unshare mount, network and PID namespaces")
+        _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC),
+               "unshare mount, network, PID and IPC namespaces")
     if plan.method != "none":
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         _become_pid_one()
@@ -495,14 +507,15 @@ def keep_paths() -> tuple[str, ...]:
 
 
 def hide_paths(workdir: Path, extra: tuple[Path, ...] = ()) -> tuple[str, ...]:
-    """Folders to cover: the judge's home, the folder holding the job folders, and ``extra``
-    (e.g. the service's data folder); system folders are never covered."""
+    """Folders to cover: :data:`COVERED`, the judge's home, the folder holding the job folders, and
+    ``extra`` (e.g. the service's data folder); other system folders are never covered."""
     candidates = [os.path.expanduser("~"), str(workdir.parent), *(str(p) for p in extra)]
-    out = []
+    out = [p for p in COVERED if os.path.isdir(p) and not os.path.islink(p)]
     for p in candidates:
         real = os.path.realpath(p)
         private = any(real == d or real.startswith(d + "/") for d in PRIVATE_DIRS)  # hidden anyway
-        if real not in _SYSTEM_DIRS and not private and os.path.isdir(real) and real not in out:
+        covered = any(real == d or real.startswith(d + "/") for d in out)
+        if real not in _SYSTEM_DIRS and not private and not covered and os.path.isdir(real):
             out.append(real)
     return tuple(out)
 

@@ -58,6 +58,9 @@ class SandboxLimits:
             half the machine's RAM, at least 4 GiB. Not applied on CUDA.
         cpu_seconds: CPU time per process (``RLIMIT_CPU``); default from the time budgets, see
             :meth:`for_budget`. A backstop: the judge's wall-time kill comes first.
+        disk_bytes: the job's whole disk: its working folder is a ``tmpfs`` of this size where
+            the judge runs as root (:mod:`~kernelrank.runner.jobdisk`); 2 GiB by default (a C++
+            build with its objects takes a few hundred MB). Not an rlimit.
     """
 
     processes: int | None = None
@@ -65,6 +68,7 @@ class SandboxLimits:
     open_files: int | None = 4096
     address_space_bytes: int | None = None
     cpu_seconds: int | None = None
+    disk_bytes: int | None = 2 * GiB
 
     def __post_init__(self) -> None:
         for name, value in asdict(self).items():
@@ -83,6 +87,7 @@ class SandboxLimits:
                 self.address_space_bytes if self.address_space_bytes is not None else max(4 * GiB, _ram_bytes() // 2)),
             "cpu_seconds": self.cpu_seconds if self.cpu_seconds is not None else int(math.ceil(budget_s * cpus)) + 30,
             "core_bytes": 0,
+            "disk_bytes": self.disk_bytes,
         }
 
 
@@ -112,7 +117,7 @@ def apply(values: dict[str, int | None]) -> None:
     A hard limit is only lowered: where the inherited one is already lower, it is kept.
     """
     for name, value in values.items():
-        if value is None:
+        if value is None or name not in _RLIMITS:  # disk_bytes: a mount, not an rlimit
             continue
         which = _RLIMITS[name]
         _, hard = resource.getrlimit(which)

@@ -16,8 +16,8 @@ ran, never through a path the child could redirect.
 
 from __future__ import annotations
 
+import logging
 import os
-import shutil
 import signal
 import socket
 import stat
@@ -28,9 +28,11 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from kernelrank.runner import cgroups, isolation, slots
+from kernelrank.runner import cgroups, isolation, jobdisk, slots
 from kernelrank.runner import limits as rlimits
 from kernelrank.runner.wire import Channel, ChannelClosed, ChannelTimeout, WireError
+
+log = logging.getLogger(__name__)
 
 #: Variables passed through from the judge's environment when set; everything else is dropped.
 ENV_ALLOWLIST = (
@@ -307,12 +309,15 @@ class SubmissionProcess:
         self.runs = runs
         if scratch_dir is not None:
             scratch_dir.mkdir(parents=True, exist_ok=True)
-        self.workdir = Path(tempfile.mkdtemp(prefix="kr-job-", dir=scratch_dir))
+        self.workdir = Path(tempfile.mkdtemp(prefix=jobdisk.folder_prefix(), dir=scratch_dir))
+        limits = limits or {"core_bytes": 0}
+        #: whether the folder is a size-limited disk of its own (``limits["disk_bytes"]``)
+        self.disk = jobdisk.mount(self.workdir, limits.get("disk_bytes"))
+        disk_bytes = limits.get("disk_bytes") if self.disk else None
         self._dir_fd = os.open(self.workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         self.device = device
         (self.workdir / "tmp").mkdir()
         (self.workdir / "submission.py").write_text(source, encoding="utf-8")
-        limits = limits or {"core_bytes": 0}
         self.group: cgroups.JobGroup | None = None
         if contain:
             global _group_seq
@@ -360,7 +365,8 @@ class SubmissionProcess:
         self.closed = False
         self.span_ns = 0
         self.watch = ProcessWatch(self.proc.pid, self.plan.uid)
-        self.isolation: dict[str, Any] = {"method": method}
+        # the job's disk: a tmpfs of its own of that many bytes, or the scratch disk (None)
+        self.isolation: dict[str, Any] = {"method": method, "disk_bytes": disk_bytes}
         #: host pid of the process running the submission (PID 1 of its namespace; see :meth:`start`)
         self.pid = self.proc.pid
         #: the child's memory (outputs read in place while frozen, :class:`~kernelrank.runner.slots.ChildMemory`),
@@ -396,7 +402,7 @@ class SubmissionProcess:
         self.pid = isolation.inner_pid(self.proc.pid)
         self.memory = slots.ChildMemory.open(self.pid, hello.get("memory_probe"))
         self.watch = ProcessWatch(self.pid, self.plan.uid)  # now in its network namespace
-        self.isolation = isolation.measure(self.pid, self.plan)
+        self.isolation = {**isolation.measure(self.pid, self.plan), "disk_bytes": self.isolation["disk_bytes"]}
         self.isolation["containment"] = self.containment
         # which path started the child: forked from the runner's zygote, or a new interpreter
         self.isolation["start"] = "warm" if self.warm else "cold"
@@ -626,16 +632,29 @@ class SubmissionProcess:
                 self.channel.recv(deadline=time.monotonic() + 2)
             except Exception:  # noqa: BLE001 - any failure here ends in the kill below
                 pass
-        self.kill()
+        # every step is tried whatever an earlier one raised, and none raises: the run's verdict
+        # and the other processes' clean-up must not depend on what the child left behind
+        # (the job's disk is unmounted before its groups go: its pages are charged to them)
+        for step in (self.kill, lambda: os.close(self._dir_fd), self._unmount, lambda: jobdisk.remove_tree(self.workdir),
+                     self._remove_group, self.channel.close, self.arena.close, self._close_memory):
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - logged; the next step still runs
+                log.warning("sandbox clean-up step failed (%s)", self.workdir, exc_info=True)
+
+    def _unmount(self) -> None:
+        if self.disk:
+            self.disk = False
+            jobdisk.unmount(self.workdir)
+
+    def _remove_group(self) -> None:
         if self.group is not None:
             self.group.remove()
-        self.channel.close()
-        self.arena.close()
+
+    def _close_memory(self) -> None:
         if self.memory is not None:
             self.memory.close()
             self.memory = None
-        os.close(self._dir_fd)
-        remove_tree(self.workdir)
 
 
 def thread_ids(pid: int) -> set[int]:
@@ -742,37 +761,3 @@ class ProcessWatch:
                     pass
             time.sleep(0.01)
         return left
-
-
-def remove_tree(path: Path) -> None:
-    """Delete a folder without following symbolic links out of it.
-
-    ``shutil.rmtree`` unlinks links instead of descending into them (it refuses a link as the top
-    and, on Linux, walks with file descriptors, safe against link races). A folder the child made
-    unreadable (mode 000, which stops a judge that is not root) is opened without following links,
-    made accessible, and the removal retried.
-    """
-    if path.is_symlink():
-        path.unlink()
-        return
-    if not path.exists():
-        return
-
-    def make_accessible(_func: Any, failed: str, _exc: Any) -> None:
-        try:
-            fd = os.open(failed, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            try:
-                fd = os.open(failed, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
-            except OSError:
-                return
-        try:
-            os.chmod(f"/proc/self/fd/{fd}", 0o700)
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
-
-    shutil.rmtree(path, onerror=make_accessible)
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)

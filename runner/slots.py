@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import mmap
 import os
 import select
@@ -76,7 +77,10 @@ class Arena:
     input set and output instead of the memory file."""
 
     def __init__(self, ipc: Any = None) -> None:
-        self.fd = os.memfd_create("kernelrank-slots", 0)
+        # sealed against shrinking: a child that truncated the file would make the judge's next
+        # write through its mapping past the end a SIGBUS in the judge (growing stays allowed)
+        self.fd = os.memfd_create("kernelrank-slots", os.MFD_ALLOW_SEALING | os.MFD_CLOEXEC)
+        fcntl.fcntl(self.fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL)
         self.size = 0
         self._map: mmap.mmap | None = None
         self.out_offset = 0
@@ -89,7 +93,8 @@ class Arena:
         if size <= self.size and self._map is not None:
             return
         new = max(GROW_BYTES, 1 << (max(size, 1) - 1).bit_length())
-        os.ftruncate(self.fd, new)
+        if os.fstat(self.fd).st_size < new:  # the child may have grown it; shrinking is sealed
+            os.ftruncate(self.fd, new)
         if self._map is not None:
             self._map.close()
         self._map = mmap.mmap(self.fd, new)

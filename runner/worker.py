@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from celery import signals
@@ -186,6 +187,19 @@ def ask_to_start(submission_id: int, runner: str, attempt: int | None = None) ->
     return True, ""
 
 
+def _sweep(scratch: Any) -> None:
+    """Unmount and remove job folders whose judge process is gone (a judge killed mid-job)."""
+    import tempfile
+
+    from kernelrank.runner import jobdisk
+
+    try:
+        if swept := jobdisk.sweep(Path(scratch) if scratch else Path(tempfile.gettempdir())):
+            log.warning("swept %d job folder(s) left by judges that are gone", swept)
+    except OSError:
+        log.warning("sweeping the scratch folder failed", exc_info=True)
+
+
 def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
     """One harness run as a JSON-ready result dict; judge failures become an ``error`` result."""
     try:
@@ -193,6 +207,7 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
         from kernelrank.runner.harness import EvalOptions, evaluate
 
         settings = get_settings()
+        _sweep(settings.scratch_dir)  # what judges gone before left: mounts, folders
         spec = ProblemSpec.from_message(job["problem"])
         secret = job.get("secret_seed") if kind == RunKind.secret else None
         if kind == RunKind.secret and secret is None:

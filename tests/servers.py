@@ -62,9 +62,27 @@ class Backend:
         return out
 
 
+#: The test being set up or run (kept by ``tests/conftest.py``): :func:`require` checks its mark.
+current_test: pytest.Item | None = None
+
+#: The ``redis+postgres`` backend as a parameter: every test it reaches carries the ``servers`` mark.
+REAL_BACKEND = pytest.param("redis+postgres", marks=pytest.mark.servers, id="redis+postgres")
+
+
+def unmarked(item: pytest.Item | None) -> str | None:
+    """Why ``item`` may not reach the servers (it lacks the ``servers`` mark), or ``None``."""
+    if item is None or item.get_closest_marker("servers") is not None:
+        return None
+    return (f"{item.nodeid} reaches the Redis/PostgreSQL test servers but is not marked `servers`: "
+            "mark it (or its parameter: tests.servers.REAL_BACKEND) so that -m 'not servers' leaves it out")
+
+
 def require() -> ServerSettings:
     """The servers' settings; skips (or, with ``KERNELRANK_REQUIRE_SERVERS=1``, fails) the test
-    when they are not configured."""
+    when they are not configured, and fails a test that is not marked ``servers`` (even where
+    they are not configured: the marks stay complete on every machine)."""
+    if (why := unmarked(current_test)) is not None:
+        pytest.fail(why)
     s = ServerSettings()
     if not (s.test_redis_url and s.test_database_url):
         reason = ("no Redis/PostgreSQL test servers: run `bash scripts/test-servers.sh start` as root and "

@@ -6,6 +6,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+from tests import servers
+
 TESTS = Path(__file__).parent
 
 
@@ -34,3 +38,19 @@ def test_no_mark_on_a_function_that_is_not_a_test() -> None:
     bad = {str(p.relative_to(TESTS)): names for p in sorted(TESTS.rglob("test_*.py"))
            if (names := misplaced_marks(p.read_text(encoding="utf-8")))}
     assert bad == {}
+
+
+def test_a_test_that_reaches_the_servers_unmarked_fails(request: pytest.FixtureRequest) -> None:
+    """``tests.servers.require`` (every way to Redis and PostgreSQL goes through it) fails a test
+    without the ``servers`` mark, before it looks for the servers: on every machine, not only CI."""
+    assert servers.current_test is request.node
+    why = servers.unmarked(request.node)
+    assert why and request.node.nodeid in why and "servers" in why
+    with pytest.raises(pytest.fail.Exception, match="not marked `servers`"):
+        servers.require()
+    request.node.add_marker(pytest.mark.servers)
+    assert servers.unmarked(request.node) is None
+
+
+def test_the_real_backend_parameter_carries_the_mark() -> None:
+    assert [m.name for m in servers.REAL_BACKEND.marks] == ["servers"]

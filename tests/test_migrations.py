@@ -29,6 +29,7 @@ def test_migrations_match_the_models_on_sqlite(tmp_path: Path) -> None:
     assert _diff(f"sqlite:///{tmp_path / 'm.db'}") == []
 
 
+@pytest.mark.servers
 def test_migrations_match_the_models_on_postgres() -> None:
     from tests.servers import fresh_backend
 

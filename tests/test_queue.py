@@ -26,7 +26,7 @@ def test_config_acks_late_with_the_visibility_timeout_of_the_settings(tmp_path: 
     assert embedded["result_backend"].startswith("file://") and "global_keyprefix" not in embedded["broker_transport_options"]
 
 
-@pytest.fixture(params=["embedded", "redis"])
+@pytest.fixture(params=["embedded", pytest.param("redis", marks=pytest.mark.servers)])
 def broker(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Backend]:
     """The process's Celery app on a fresh filesystem broker or Redis key prefix."""
     from kernelrank.queue import get_celery
@@ -68,6 +68,7 @@ def test_pending_jobs_lists_the_jobs_waiting_in_a_queue(broker: Backend) -> None
 
 
 # (the filesystem broker deletes a message when a runner claims it: the job's state tells instead)
+@pytest.mark.servers
 @pytest.mark.parametrize("broker", ["redis"], indirect=True)
 def test_a_delivered_unacknowledged_job_is_still_pending_on_redis(broker: Backend) -> None:
     from kernelrank.queue import get_celery, pending_jobs, send_job

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 
 pytestmark = [
+    pytest.mark.servers,
     pytest.mark.skipif(not glob.glob("/usr/lib/postgresql/*/bin/initdb"),
                        reason="no PostgreSQL server installed (apt-get install -y postgresql)"),
     pytest.mark.skipif(importlib.util.find_spec("psycopg") is None,

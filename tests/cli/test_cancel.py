@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 from typer.testing import CliRunner
 
-from tests.api.conftest import Recorder, World, database, dispatched, real_problems, world  # noqa: F401 - fixtures
+from tests.api.conftest import Recorder, World, database, dispatched, migrated_template, real_problems, world  # noqa: F401 - fixtures
 from tests.e2e.conftest import free_port
 
 

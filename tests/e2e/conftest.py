@@ -11,7 +11,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.servers import Backend, fresh_backend
+from tests.servers import Backend
 
 #: Seconds allowed for ``serve`` to start and its runner to report in.
 START_TIMEOUT = 180.0
@@ -101,18 +100,10 @@ def stop(proc: subprocess.Popen[bytes], grace: float = 30.0) -> None:
     proc.wait(timeout=10)
 
 
-@pytest.fixture(scope="session", params=["embedded", "redis+postgres"])
-def service(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
-    """``kernelrank serve`` with its own data folder, cache and scratch; heartbeats every 2 s; over
-    the embedded default (SQLite, filesystem broker) and over Redis and PostgreSQL (a database and
-    key prefix of its own on the servers of ``scripts/test-servers.sh``; skipped with the reason
-    when they are not configured, failed when ``KERNELRANK_REQUIRE_SERVERS=1``)."""
-    with ExitStack() as resources:
-        backend = Backend("embedded") if request.param == "embedded" else resources.enter_context(fresh_backend())
-        yield from _serve(tmp_path_factory, backend)
-
-
-def _serve(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator[Service]:
+def serve(tmp_path_factory: pytest.TempPathFactory, backend: Backend) -> Iterator[Service]:
+    """``kernelrank serve`` over ``backend`` with its own data folder, cache and scratch and
+    heartbeats every 2 s, until the generator is closed (the ``service`` fixture of
+    ``tests/conftest.py``, one per backend for the whole session)."""
     root = tmp_path_factory.mktemp(f"e2e-{backend.name}")
     data_dir, cache_dir = root / "data", root / "cache"
     env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELRANK_")}

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tests.faults.stack import Stack, make_stack
-from tests.servers import Backend, fresh_backend
+from tests.servers import REAL_BACKEND, Backend, fresh_backend
 
 
-@pytest.fixture(params=["redis+postgres"])
+@pytest.fixture(params=[REAL_BACKEND])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """The backend of one test: ``redis+postgres`` (default) or ``embedded`` (by
     ``@pytest.mark.parametrize("backend", [...], indirect=True)``)."""

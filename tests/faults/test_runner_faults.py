@@ -10,7 +10,7 @@ import signal
 import pytest
 
 from tests.faults.stack import QUICK, Stack, make_stack, sleeper
-from tests.servers import Backend
+from tests.servers import REAL_BACKEND, Backend
 
 pytestmark = [pytest.mark.servers, pytest.mark.timeout(300)]
 
@@ -23,7 +23,7 @@ def _start_all(stack: Stack) -> str:
     return stack.runner_online()
 
 
-@pytest.mark.parametrize("backend", ["redis+postgres", "embedded"], indirect=True)
+@pytest.mark.parametrize("backend", [REAL_BACKEND, "embedded"], indirect=True)
 def test_a_runner_killed_mid_job_is_replaced_and_the_job_recorded_once(stack: Stack) -> None:
     first = _start_all(stack)
     sid = stack.submit(sleeper(4))
@@ -40,6 +40,7 @@ def test_a_runner_killed_mid_job_is_replaced_and_the_job_recorded_once(stack: St
     assert stack.attempts(sid) == 2
 
 
+@pytest.mark.slow
 def test_a_job_that_kills_its_runner_every_time_ends_as_an_error(stack: Stack) -> None:
     seen = {_start_all(stack)}
     sid = stack.submit(sleeper(30))
@@ -60,6 +61,7 @@ def test_a_job_that_kills_its_runner_every_time_ends_as_an_error(stack: Stack) -
     assert stack.get(sid)["status"] == "error" and stack.attempts(sid) == 3
 
 
+@pytest.mark.slow
 def test_redis_alone_redelivers_the_job_of_a_killed_runner(backend: Backend, tmp_path) -> None:
     """No sweep after the first (``SWEEPER_SECONDS`` an hour): the unacknowledged job comes back
     from Redis after the visibility timeout, and the restarted runner judges it."""
@@ -79,7 +81,8 @@ def test_redis_alone_redelivers_the_job_of_a_killed_runner(backend: Backend, tmp
         stack.close()
 
 
-@pytest.mark.parametrize("backend", ["redis+postgres", "embedded"], indirect=True)
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", [REAL_BACKEND, "embedded"], indirect=True)
 def test_a_pool_process_killed_mid_job_is_retried_by_the_same_runner(stack: Stack) -> None:
     """Only the runner's pool process dies (as when the judge itself crashes): Celery hands the
     job back (``task_reject_on_worker_lost``) and the same runner judges it again."""
@@ -108,6 +111,7 @@ def _parent(pid: int) -> int:
         return -1
 
 
+@pytest.mark.slow
 def test_a_frozen_runner_that_wakes_up_late_does_not_count_twice(stack: Stack) -> None:
     """The runner stops answering mid-job (SIGSTOP: no heartbeat, process still there); another
     runner gets the job and its result is recorded. The frozen runner then resumes and reports

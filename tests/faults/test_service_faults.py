@@ -36,6 +36,7 @@ def _redis(stack: Stack):
     return redis.Redis.from_url(stack.backend.broker_url)
 
 
+@pytest.mark.slow
 def test_results_wait_in_the_queue_while_the_control_worker_is_down(stack: Stack) -> None:
     _start_all(stack)
     stack.kill("control")
@@ -66,6 +67,7 @@ def test_no_submission_is_lost_when_the_broker_is_killed_and_restarted(stack: St
     assert all(stack.attempts(sid) >= 1 for sid in ids)
 
 
+@pytest.mark.slow
 def test_queued_and_running_submissions_continue_through_an_api_restart(stack: Stack) -> None:
     _start_all(stack)
     ids = [stack.submit(sleeper(3))] + [stack.submit(QUICK) for _ in range(2)]
@@ -77,6 +79,7 @@ def test_queued_and_running_submissions_continue_through_an_api_restart(stack: S
     assert [stack.attempts(sid) for sid in ids] == [1, 1, 1]
 
 
+@pytest.mark.slow
 def test_a_queued_job_whose_message_the_broker_lost_is_requeued(stack: Stack) -> None:
     first = _start_all(stack)
     stack.kill("runner")

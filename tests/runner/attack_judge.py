@@ -2,9 +2,10 @@
 
 ``python -m tests.runner.attack_judge JOB_FILE`` reads a job (JSON) the way a runner holds one:
 problem, the attack's source path, the secret seed, scratch and cache folders. It judges the
-attack in leaderboard mode with :func:`kernelrank.runner.harness.evaluate`, writes the result,
-then judges a correct submission (test mode) with the same options in the same process, to show
-the judge is still fine afterwards, and writes that result too.
+attack in leaderboard mode with :func:`kernelrank.runner.harness.evaluate`, its children forked
+from a zygote as a runner's are (the warm path, where hostile code meets the service), writes the
+result, then judges a correct submission (test mode) with the same options and zygote in the same
+process, to show the judge is still fine afterwards, and writes that result too.
 
 The judge is a separate process on purpose: an attack that kills, stops or crashes its judge
 takes this process down, never pytest, and the test reports it. Budgets are shrunk so a hang
@@ -42,19 +43,28 @@ def _write(path: Path, payload: dict[str, Any]) -> None:
 
 def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    from kernelrank.runner.devices import cpu_threads
     from kernelrank.runner.harness import EvalOptions, evaluate
+    from kernelrank.runner.zygote import Zygote
 
     spec = fast_spec(job["problem"], job["timing_s"], job["mode_budget_s"], job["compile_s"])
-    options = EvalOptions(scratch_dir=Path(job["scratch_dir"]),
-                          secret=int(job["secret_seed"]), log_limit=int(job["log_limit"]))
+    threads = cpu_threads(0)
+    zygote = Zygote.start("cpu", threads) if job.get("start", "warm") == "warm" else None
+    # one pair of processes: the verdict is what is checked here, not the timing statistics
+    options = EvalOptions(threads=threads, scratch_dir=Path(job["scratch_dir"]), secret=int(job["secret_seed"]),
+                          log_limit=int(job["log_limit"]), processes=int(job.get("processes", 1)), zygote=zygote)
     out = Path(job["results_dir"])
-    for key, source_path, mode in (("attack", job["attack"], "leaderboard"), ("correct", job["correct"], "test")):
-        source = Path(source_path).read_text(encoding="utf-8")
-        try:
-            result = evaluate(spec, source, mode, "cpu", options).to_dict()
-        except BaseException:  # noqa: BLE001 - the harness must never raise for a submission: record it
-            result = {"judge_crashed": traceback.format_exc()}
-        _write(out / f"{key}.json", result)
+    try:
+        for key, source_path, mode in (("attack", job["attack"], "leaderboard"), ("correct", job["correct"], "test")):
+            source = Path(source_path).read_text(encoding="utf-8")
+            try:
+                result = evaluate(spec, source, mode, "cpu", options).to_dict()
+            except BaseException:  # noqa: BLE001 - the harness must never raise for a submission: record it
+                result = {"judge_crashed": traceback.format_exc()}
+            _write(out / f"{key}.json", result)
+    finally:
+        if zygote is not None:
+            zygote.close()
     return 0
 
 

@@ -7,7 +7,8 @@ optionally ``Message: <text>`` that the verdict's message must contain, and ``Ti
 the timing budget per benchmark case when the attack needs more calls than the shrunk default).
 
 Per attack, the judge runs in its own process (``tests.runner.attack_judge``) set up like a runner
-with something worth stealing or breaking next to it, all under ``tmp_path``:
+(children forked from a zygote, one pair of timed processes) with something worth stealing or
+breaking next to it, all under ``tmp_path``:
 
 - canary secrets in the judge's environment (``KERNELRANK_SECRET_SEED`` equal to the run's secret,
   a database URL with a password, an API token), in its home folder (a token file, a client config)
@@ -109,14 +110,21 @@ def _tree_state(root: Path) -> dict[str, str]:
 
 
 class _Listener:
-    """A TCP listener on 127.0.0.1 standing for the broker; counts connections and what they sent."""
+    """A TCP listener on 127.0.0.1 standing for the broker, or (``path``) a Unix socket standing
+    for a host service's (a database's, Docker's); counts connections and what they sent."""
 
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+    def __init__(self, path: Path | None = None) -> None:
+        if path is None:
+            self.sock = socket.socket()
+            self.sock.bind(("127.0.0.1", 0))
+            self.port = self.sock.getsockname()[1]
+        else:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.bind(str(path))
+            os.chmod(path, 0o777)  # anyone may connect, as to a host service's socket
+        self.path = path
         self.sock.listen(16)
         self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
         self.connections: list[bytes] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -140,6 +148,14 @@ class _Listener:
         self._stop.set()
         self._thread.join(2)
         self.sock.close()
+        if self.path is not None:
+            self.path.unlink(missing_ok=True)
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _processes_with(marker: str) -> list[int]:
@@ -222,6 +238,11 @@ class _Canaries:
         (self.judge_dir / ".env").write_text(f"KERNELRANK_SECRET_SEED={self.secret_seed}\n"
                                              f"KERNELRANK_DATABASE_URL={self.db_url}\n", encoding="utf-8")
         self.listener = _Listener()
+        # a host service's Unix socket and a System V segment of the host: outside a network
+        # namespace's reach, so only a covered view and an IPC namespace keep the child from them
+        run = Path("/run") if os.access("/run", os.W_OK) else tmp_path
+        self.service = _Listener(run / f"kernelrank-canary-{secrets.token_hex(4)}.sock")
+        self.segment = _libc().shmget(0x4B520000 | secrets.randbits(16), 4096, 0o1666)
         # another evaluation's kernel on the same machine, named on a running process's command
         # line (a system folder, not hidden from the child's view): a child in its own PID
         # namespace cannot see the process, so it cannot find the file
@@ -253,7 +274,12 @@ class _Canaries:
     def problems(self, results: list[dict | None]) -> list[str]:
         """Everything that changed or leaked; removes the ``/tmp`` files an attack managed to write."""
         self.listener.close()
+        self.service.close()
+        if self.segment >= 0:
+            _libc().shmctl(self.segment, 0, None)  # IPC_RMID
         found = []
+        if self.service.connections:
+            found.append(f"{len(self.service.connections)} connection(s) reached the host socket canary")
         if self.decoy is not None:
             self.decoy.kill()
             self.decoy.wait()
@@ -311,15 +337,28 @@ def _verdict_problems(meta: dict[str, str], attack: dict | None, correct: dict |
     return found
 
 
+#: The default tier's handful, one per way out of the sandbox or into the score: the rest of the
+#: corpus runs in the full tier (each attack judged once per tier).
+DEFAULT_TIER = {"softmax/fork_bomb", "gemm/network_exfiltration", "mla_decode/write_outside",
+                "mla_decode/escape_process_group", "softmax/secret_from_parent_memory", "softmax/zero_time_claim",
+                "gemm/end_the_window_early", "gemm/poison_reference_cache"}
+
+
 def _param(path: Path):
-    """An attack as a test case; one whose docstring names a ``Known gap:`` (a defence the harness
+    """An attack as a test case: in the default tier if :data:`DEFAULT_TIER` names it, else in the
+    full tier (``slow``); one whose docstring names a ``Known gap:`` (a defence the harness
     does not have yet) is expected to fail, with that gap as the reason, until the defence lands."""
     gap = _meta(path).get("Known gap")
     marks = [pytest.mark.xfail(reason=f"known gap: {gap}", strict=False)] if gap else []
+    if _attack_id(path) not in DEFAULT_TIER:
+        marks.append(pytest.mark.slow)
     return pytest.param(path, id=_attack_id(path), marks=marks)
 
 
-@pytest.mark.slow
+def test_the_default_tier_names_attacks_of_the_corpus() -> None:
+    assert DEFAULT_TIER <= {_attack_id(p) for p in ATTACKS}
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("attack", [_param(a) for a in ATTACKS])
 def test_attack_never_ranks_and_leaves_no_trace(attack: Path, tmp_path: Path) -> None:
@@ -353,6 +392,9 @@ def test_attack_never_ranks_and_leaves_no_trace(attack: Path, tmp_path: Path) ->
                         f"{done.stderr.decode(errors='replace')[-2000:]}")
     attack_result, correct_result = _load(results / "attack.json"), _load(results / "correct.json")
     problems += _verdict_problems(meta, attack_result, correct_result)
+    start = ((attack_result or {}).get("isolation") or {}).get("start")
+    if start not in ("warm", None):  # None: refused before a child started
+        problems.append(f"the attack was judged on the {start} path, not from the zygote as a runner judges it")
     problems += canaries.problems([attack_result, correct_result])
     if scratch.exists() and any(scratch.iterdir()):
         problems.append(f"the scratch folder is not empty: {sorted(p.name for p in scratch.iterdir())}")

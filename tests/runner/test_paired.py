@@ -1,5 +1,9 @@
 """The submission and the reference timed side by side, in one run, on the same fresh inputs
-(``harness._Evaluation._rounds``), on the test-only problem ``double`` (small budgets)."""
+(``harness._Evaluation._rounds``), on the test-only problem ``double`` (small budgets).
+
+The default tier keeps the pairing, checking and scoring; the statistics' finer rules (derived
+sets, calibration, noise, warm-up, several pairs of processes, a burner, budgets) are the full
+tier's (``slow``)."""
 
 from __future__ import annotations
 
@@ -130,6 +134,7 @@ def derive_input(first, second, *, seed):
 '''
 
 
+@pytest.mark.slow
 def test_timed_sets_are_derived_from_a_pool_when_the_reference_says_how(double, options, monkeypatch) -> None:
     """A reference with ``derive_input``: each timed case draws ``POOL_SETS`` sets with
     ``generate_input`` (its warm-up's first), and every timed set is derived from two different
@@ -195,6 +200,7 @@ def _reference_process_that(spec, action: str, after: int, revision: str, prefix
     return type(spec)(spec.definition, source, revision)
 
 
+@pytest.mark.slow
 def test_a_reference_process_wrong_on_a_derived_set_is_the_judges_error(double, options) -> None:
     """On sets derived from the pool the submission's outputs are compared with the reference
     process's; where they disagree the judge's own reference decides. A reference process that
@@ -205,6 +211,7 @@ def test_a_reference_process_wrong_on_a_derived_set_is_the_judges_error(double, 
         evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
 
 
+@pytest.mark.slow
 def test_a_reference_process_that_dies_is_named_as_the_references(double, options) -> None:
     """A reference process that exits during its timed calls is the judge's failure, and its message
     says it was the process running the reference, not the submission's."""
@@ -254,6 +261,7 @@ def test_leaderboard_score_is_the_geometric_mean_of_the_cases_times(double, opti
     assert back.score_ci_ns == pytest.approx(r.score_ci_ns) and back.cases[-1].speedup_ci == pytest.approx(bench[-1].speedup_ci)
 
 
+@pytest.mark.slow
 def test_a_calibration_is_the_basis_of_the_score(double, options) -> None:
     """With the service's calibration (reference times per case), each case's time is that over
     its paired speedup; the run's own reference times are still reported."""
@@ -269,6 +277,7 @@ def test_a_calibration_is_the_basis_of_the_score(double, options) -> None:
         evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", replace(options, calibration_ns=(1e6,)))
 
 
+@pytest.mark.slow
 def test_a_burner_gains_nothing_while_the_reference_is_timed(double, options) -> None:
     """A background thread and a helper process that burn CPU without end: frozen with the job
     outside its own windows, they used no CPU while the reference was timed (the reference's
@@ -302,6 +311,7 @@ def test_a_failing_reference_is_the_judges_error(double, options) -> None:
         evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
 
 
+@pytest.mark.slow
 def test_a_run_whose_budget_runs_out_while_the_reference_is_timed_is_a_timeout(double, options) -> None:
     """The mode's budget bounds the whole run: when it runs out during one of the reference's
     requests (the submission's calls spent it, or the machine), the verdict is ``timeout``, as it
@@ -319,6 +329,7 @@ def test_a_run_whose_budget_runs_out_while_the_reference_is_timed_is_a_timeout(d
     assert "time budget" in r.message
 
 
+@pytest.mark.slow
 def test_a_noisy_case_is_marked_and_the_run_says_so(double, options, monkeypatch) -> None:
     """A case whose interval never narrows enough: after its budget and extra time it is marked
     noisy, and so is the run (which the service does not rank)."""
@@ -331,6 +342,7 @@ def test_a_noisy_case_is_marked_and_the_run_says_so(double, options, monkeypatch
     assert "too noisy to rank" in r.message
 
 
+@pytest.mark.slow
 def test_a_run_whose_score_is_known_well_enough_is_ranked_with_its_noisy_case_named(double, options,
                                                                                      monkeypatch) -> None:
     """The run, not its worst case, decides ranking (stats.run_noisy): with the run's score known
@@ -375,6 +387,7 @@ def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> Non
     assert size(SimpleNamespace(device="cuda"), paired, small, 3.0) == 1
 
 
+@pytest.mark.slow
 def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, options, monkeypatch) -> None:
     """A timed case's pairs are timed by ``stats.PROCESSES`` pairs of processes (the test phase's
     process of the submission and new ones, as many of the reference), in slices: in round ``r``
@@ -397,6 +410,7 @@ def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, optio
 
     monkeypatch.setattr(harness._Evaluation, "_timed_request", recording_request)
     events: list[dict] = []
+    options = replace(options, processes=None)  # the device's default: several
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
     assert r.status is Status.passed, r.message
     assert sizes == {(k, k)}
@@ -430,6 +444,7 @@ def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, optio
     assert all(c.pairing["processes"] == 1 and c.pairing["between_processes_log_se"] == 0 for c in _bench(r))
 
 
+@pytest.mark.slow
 def test_a_pair_counts_once_both_of_its_processes_are_warm(double, options, monkeypatch) -> None:
     """A process is warm from its first request after one that page-faulted at most
     ``WARM_FAULTS_PER_CALL`` times per call (the kernel's count, read by the judge), or after
@@ -453,6 +468,7 @@ def test_a_pair_counts_once_both_of_its_processes_are_warm(double, options, monk
 
     monkeypatch.setattr(harness._Evaluation, "_timed_request", faulting_request)
     events: list[dict] = []
+    options = replace(options, processes=4)  # processes 0-3 of each side
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
     assert r.status is Status.passed, r.message
     pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}

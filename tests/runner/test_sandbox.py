@@ -15,6 +15,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,8 +25,9 @@ from kernelrank.runner import isolation
 from kernelrank.runner.child import VML_OPERATIONS
 from kernelrank.runner.harness import EvalOptions, evaluate
 from kernelrank.runner.limits import GiB, SandboxLimits
-from kernelrank.runner.sandbox import ProcessWatch, host_autogroups, priority, remove_tree
-from tests.conftest import submission
+from kernelrank.runner.jobdisk import remove_tree
+from kernelrank.runner.sandbox import ProcessWatch, host_autogroups, priority
+from tests.conftest import ROOT, submission
 
 NAMESPACED = [m for m in ("setuid", "userns") if isolation.probe(m)[0]]
 needs_namespaces = pytest.mark.skipif(not NAMESPACED, reason="no isolation method works here: "
@@ -43,13 +46,16 @@ def _run(double, source: str, options: EvalOptions, mode: str = "test"):
     return evaluate(double.spec(), source, mode, "cpu", options)
 
 
-# -- isolation ----------------------------------------------------------------------------------
-@needs_namespaces
-@pytest.mark.parametrize("method", NAMESPACED)
-def test_network_is_unreachable(double, options, method: str) -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
+def _attack(problem: str, name: str) -> str:
+    """Source of an attack of the corpus (``reference_kernels/<problem>/attacks``)."""
+    return (ROOT / "reference_kernels" / problem / "attacks" / f"{name}.py").read_text(encoding="utf-8")
+
+
+@contextmanager
+def _accepting(listener: socket.socket) -> Iterator[list[bytes]]:
+    """Accept connections on ``listener`` in a thread while the block runs; yields what each
+    connection sent first (appended as they come)."""
     listener.settimeout(0.2)
-    port = listener.getsockname()[1]
     reached: list[bytes] = []
     stop = threading.Event()
 
@@ -57,7 +63,7 @@ def test_network_is_unreachable(double, options, method: str) -> None:
         while not stop.is_set():
             try:
                 conn, _ = listener.accept()
-            except TimeoutError:
+            except OSError:  # TimeoutError included
                 continue
             reached.append(conn.recv(16))
             conn.close()
@@ -65,12 +71,22 @@ def test_network_is_unreachable(double, options, method: str) -> None:
     t = threading.Thread(target=accept, daemon=True)
     t.start()
     try:
-        src = submission("net_connect.py").replace("__PORT__", str(port))
-        r = _run(double, src, _options(options, isolation=method))
+        yield reached
     finally:
         stop.set()
         t.join()
         listener.close()
+
+
+# -- isolation ----------------------------------------------------------------------------------
+@needs_namespaces
+@pytest.mark.parametrize("method", NAMESPACED)
+def test_network_is_unreachable(double, options, method: str) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    with _accepting(listener) as reached:
+        src = submission("net_connect.py").replace("__PORT__", str(port))
+        r = _run(double, src, _options(options, isolation=method))
     assert r.status.value == "passed", r.message
     assert reached == []
     assert "connection failed as it should" in r.logs["stdout"]
@@ -361,6 +377,53 @@ def test_planted_links_are_not_followed_on_cleanup(double, options, tmp_path: Pa
     assert list(options.scratch_dir.iterdir()) == []
 
 
+@needs_namespaces
+@pytest.mark.parametrize("method", NAMESPACED)
+def test_host_sockets_other_jobs_and_ipc_are_out_of_reach(double, options, method: str, tmp_path: Path) -> None:
+    """A listening Unix socket in a host folder (as a database's or Docker's), the cgroup tree, and
+    a System V segment made for the next job: none reachable from the sandbox, nothing outlives it."""
+    import ctypes
+    import secrets
+
+    run_dir = Path("/run") if os.access("/run", os.W_OK) else None
+    if run_dir is None:
+        pytest.skip("/run is not writable here: no host socket to plant")
+    path = run_dir / f"kernelrank-test-{secrets.token_hex(4)}.sock"
+    key = 0x4B000000 | secrets.randbits(20)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o777)
+    listener.listen(1)
+    try:
+        with _accepting(listener) as reached:
+            src = submission("host_services.py").replace("__SOCKET__", str(path)).replace("__KEY__", hex(key))
+            r = _run(double, src, _options(options, isolation=method))
+    finally:
+        path.unlink(missing_ok=True)
+    assert r.status.value == "passed", r.message
+    # the job's disk of its own, where the judge is root (runner/jobdisk.py)
+    assert r.isolation["disk_bytes"] == (SandboxLimits().disk_bytes if os.geteuid() == 0 else None)
+    said = [line for line in r.logs["stdout"].splitlines() if line.startswith("[probe]")]
+    assert reached == [] and any("socket refused" in line for line in said), said
+    assert "[probe] cgroup tree []" in said or any("cgroup tree refused" in line for line in said), said
+    assert any(line.startswith("[probe] segment ") and not line.endswith(" -1") for line in said), said
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.shmget(key, 0, 0) == -1, "the job's System V segment outlived it, visible to the host"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a job's disk of its own is a tmpfs the judge mounts: root only")
+def test_a_jobs_disk_is_bounded_as_a_whole(double, options) -> None:
+    """The working folder is a disk of ``disk_bytes``: a flood of files each under the per-file
+    limit stops there with ENOSPC, and the job still gets its verdict; nothing is left mounted."""
+    limits = SandboxLimits(disk_bytes=64 << 20)
+    r = _run(double, _attack("gemm", "disk_flood"), _options(options, limits=limits))
+    assert r.status.value == "error" and "errno 28" in r.message, r.message  # ENOSPC
+    written = int(r.message.split("refused after ")[1].split(" MiB")[0])
+    assert 32 <= written <= 64, r.message
+    assert list(options.scratch_dir.iterdir()) == []
+    assert str(options.scratch_dir) not in Path("/proc/self/mountinfo").read_text()
+
+
 def test_remove_tree_unlinks_links_and_reopens_locked_folders(tmp_path: Path) -> None:
     target = tmp_path / "target"
     target.mkdir()
@@ -374,6 +437,15 @@ def test_remove_tree_unlinks_links_and_reopens_locked_folders(tmp_path: Path) ->
     remove_tree(job)
     assert not job.exists()
     assert (target / "keep.txt").read_text() == "precious"
+
+
+def test_a_child_leaving_a_deep_folder_chain_still_gets_its_verdict(double, options) -> None:
+    """3,000 nested folders and a locked one at the bottom (``shutil.rmtree`` on Python 3.11 raises
+    RecursionError; a descriptor per level would pass the usual 1,024 open files): the verdict
+    stands and the folder is gone."""
+    r = _run(double, _attack("softmax", "deep_folder_chain"), options)
+    assert r.status.value == "error" and "folder chain 3,000 deep" in r.message, r.message
+    assert list(options.scratch_dir.iterdir()) == []
 
 
 # -- countermeasures -------------------------------------------------------------------------------
@@ -429,6 +501,14 @@ def test_a_retaken_tripwire_record_is_still_rejected(double, options) -> None:
     r = _run(double, submission("tamper_retake_record.py"), options)
     assert r.status.value == "rejected", r.message
     assert "no longer those it started with" in r.message and "loading the submission" in r.message
+
+
+def test_no_submitted_code_runs_in_the_childs_own_bookkeeping(double, options) -> None:
+    """Modes the submission leaves active between calls (``TorchFunctionMode``,
+    ``TorchDispatchMode``) see none of the child's own torch calls around a call: nothing the
+    judge's side does between the go-ahead and the clock can trigger submitted code."""
+    r = _run(double, submission("mode_between_calls.py"), options, mode="benchmark")
+    assert r.status.value == "passed", f"{r.message}\n{r.logs['stdout'][-1500:]}"
 
 
 def test_speedup_beyond_the_bound_needs_review(double, options) -> None:
@@ -563,3 +643,24 @@ def test_the_judge_waits_for_an_answer_on_the_childs_main_cpu(tmp_path: Path) ->
         assert os.sched_getaffinity(0) == mine
     finally:
         child.close()
+
+
+def test_the_sweep_removes_what_gone_judges_left_and_nothing_of_live_ones(tmp_path: Path) -> None:
+    """Job folders carry their judge's pid; :func:`jobdisk.sweep` unmounts and removes those of
+    judges that are gone (a deep chain inside, a tmpfs still mounted where root) and leaves live ones."""
+    from kernelrank.runner import jobdisk
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    gone, live = tmp_path / f"kr-job-{dead}-abc", tmp_path / f"{jobdisk.folder_prefix()}xyz"
+    for folder in (gone, live):
+        folder.mkdir()
+    mounted = jobdisk.mount(gone, 16 << 20)
+    chain = gone
+    for _ in range(50):
+        chain = chain / "d"
+    chain.mkdir(parents=True)
+    assert jobdisk.sweep(tmp_path) == 1
+    assert not gone.exists() and live.is_dir()
+    if mounted:
+        assert str(gone) not in Path("/proc/self/mountinfo").read_text()

@@ -1,7 +1,7 @@
 """Page test fixtures: the API tests' fresh migrated SQLite world (real problems, users ``alice``,
 ``bob`` and admin ``root``, an online ``cpu`` runner, recorded dispatch), TestClients signed in
-through the sign-in form; for the browser tests, the end-to-end tests' real ``kernelrank serve``
-(a second instance of it when both run in one session) and Debian's chromium."""
+through the sign-in form; for the browser tests, Debian's chromium (the real ``kernelrank serve`` is
+the ``service`` fixture of ``tests/conftest.py``, shared with the end-to-end tests)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import World, client, database, dispatched, real_problems, world  # noqa: F401
-from tests.e2e.conftest import service  # noqa: F401
+from tests.api.conftest import World, client, database, dispatched, migrated_template, real_problems, world  # noqa: F401
 
 CSRF = re.compile(r'name="csrf" value="([0-9a-f]+)"')
 
@@ -50,7 +49,15 @@ def browser_for(client: TestClient, world: World):  # noqa: F811
 
 
 # -- browser tests: a real `kernelrank serve` and Debian's chromium driven by Playwright ------------
-CHROMIUM = Path("/usr/bin/chromium")
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser tests over Redis and PostgreSQL are the full tier's (``slow``): the pages do
+    not depend on the backend, the end-to-end tests cover both in the default tier."""
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if item.module.__name__.endswith("test_browser") and params.get("service") == "redis+postgres":
+            item.add_marker(pytest.mark.slow)
+#: Debian's chromium; ``.ci/run`` installs it at the same path (``KERNELRANK_CHROMIUM``, one setting for both)
+CHROMIUM = Path(os.environ.get("KERNELRANK_CHROMIUM", "/usr/bin/chromium"))
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "screenshots"
 
 
@@ -63,7 +70,7 @@ def browser_required() -> bool:
 def chromium():
     """Headless Chromium from the Debian package (never a browser Playwright downloads).
 
-    Skips when ``/usr/bin/chromium`` is absent, except where :func:`browser_required`: there it fails.
+    Skips when :data:`CHROMIUM` is absent, except where :func:`browser_required`: there it fails.
     """
     if not CHROMIUM.exists():
         message = f"{CHROMIUM} is absent: apt-get install -y chromium (browser tests need Debian's chromium)"
