@@ -494,10 +494,16 @@ def judges_own() -> Any:
     (a subclass's or a ``TorchFunctionMode`` the submission left active) and no
     ``TorchDispatchMode`` runs in it, so no submitted code is triggered by what the child does
     between the go-ahead and the call's clock, nor after it. The submission's modes are back for
-    its own call."""
+    its own call.
+
+    Cheap when no dispatch mode is active (0.6 µs, against 14 µs for taking the modes off): the
+    dispatch stack's length, infrastructure modes included, says whether there are any."""
     import contextlib
 
     import torch
+
+    if torch._C._len_torch_dispatch_stack() == 0:
+        return torch._C.DisableTorchFunction()
     from torch.utils._python_dispatch import _disable_current_modes
 
     stack = contextlib.ExitStack()

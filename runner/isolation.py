@@ -135,6 +135,7 @@ CLONE_NEWNET = 0x40000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWIPC = 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_BIND, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 4096, 16384, 1 << 18
+MNT_DETACH = 0x2
 PR_SET_PDEATHSIG = 1
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 0x1, 0x2
 AT_FDCWD, AT_RECURSIVE = -100, 0x8000
@@ -171,10 +172,23 @@ def _check(result: int, what: str) -> None:
         raise OSError(e, f"{what}: {os.strerror(e)}")
 
 
-def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    """``mount(2)`` (``MS_*`` flags, filesystem ``data`` options).
+
+    Raises:
+        OSError: the mount was refused."""
     enc = (lambda s: None if s is None else s.encode())
     _check(_libc().mount(enc(source), target.encode(), enc(fstype), ctypes.c_ulong(flags), enc(data)),
            f"mount {target}")
+
+
+def unmount(target: str) -> None:
+    """``umount2(2)`` with ``MNT_DETACH``: the mount leaves the tree now, its contents go once no
+    process holds them.
+
+    Raises:
+        OSError: the unmount was refused (not a mount point, no privilege)."""
+    _check(_libc().umount2(target.encode(), MNT_DETACH), f"unmount {target}")
 
 
 def _set_mount_attr(path: str, set_: int = 0, clear: int = 0, recursive: bool = False) -> None:
@@ -195,7 +209,7 @@ def _build_view(plan: Plan) -> None:
     """Private mount tree: a fresh ``/proc`` of the child's PID namespace, hidden folders covered,
     needed ones bound back, private tmpfs, the working folder writable, everything else read-only
     and nosuid."""
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     keep = [p for p in dict.fromkeys((*plan.keep, plan.workdir)) if os.path.isdir(p)]
     fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep}
     private = [d for d in PRIVATE_DIRS if os.path.isdir(d) and not os.path.islink(d)]
@@ -206,15 +220,15 @@ def _build_view(plan: Plan) -> None:
             if path != plan.workdir and os.path.isdir(path) and _listable(path):
                 continue  # visible already
             os.makedirs(path, exist_ok=True)
-            _mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
+            mount(f"/proc/self/fd/{fds[path]}", path, None, MS_BIND | MS_REC)
         elif os.path.isdir(path) and not os.path.islink(path):
             options = f"mode=1777,size={PRIVATE_TMPFS}" if action == "private" else "mode=755,size=4m"
-            _mount("tmpfs", path, "tmpfs", MS_NOSUID, options)
+            mount("tmpfs", path, "tmpfs", MS_NOSUID, options)
     for fd in fds.values():
         os.close(fd)
     for path in plan.gpu_hide:  # [issue 16] other GPUs' device files: /dev/null in their place
         if os.path.exists(path):
-            _mount("/dev/null", path, None, MS_BIND)
+            mount("/dev/null", path, None, MS_BIND)
     _set_mount_attr("/", set_=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, recursive=True)
     for path in (*private, plan.workdir):
         _set_mount_attr(path, clear=MOUNT_ATTR_RDONLY)
@@ -340,7 +354,7 @@ def enter(plan: Plan) -> None:
         _check(libc.unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | CLONE_NEWIPC),
                "unshare mount, network, PID and IPC namespaces")
     if plan.method != "none":
-        _mount(None, "/", None, MS_REC | MS_PRIVATE)
+        mount(None, "/", None, MS_REC | MS_PRIVATE)
         _become_pid_one()
         _build_view(plan)
         if plan.method == "setuid":
@@ -635,9 +649,9 @@ def measure(pid: int, plan: Plan) -> dict[str, Any]:
 
     net = link("net", pid)
     network = "netns" if net is not None and net != link("net", "self") else "none"
-    mounts = _mounts(pid)
-    root_ro = "ro" in mounts.get("/", "").split(",")
-    work_rw = "rw" in mounts.get(plan.workdir, "").split(",")
+    found_mounts = mounts(pid)
+    root_ro = "ro" in found_mounts.get("/", "").split(",")
+    work_rw = "rw" in found_mounts.get(plan.workdir, "").split(",")
     filesystem = "read-only" if root_ro and work_rw else "private-cwd"
     uid, cap_eff = _status_fields(pid)
     found = rlimits.read(pid)
@@ -659,7 +673,7 @@ def measure(pid: int, plan: Plan) -> dict[str, Any]:
     }
 
 
-def _mounts(pid: int) -> dict[str, str]:
+def mounts(pid: int) -> dict[str, str]:
     """Mount point -> per-mount options of the topmost mount there, from ``/proc/<pid>/mountinfo``."""
     try:
         with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as f:

@@ -17,17 +17,16 @@ so it is safe beside live judges; a runner calls it at start and between jobs.
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import os
 from pathlib import Path
+
+from kernelrank.runner import isolation
 
 log = logging.getLogger(__name__)
 
 #: Prefix of every job folder the sandbox makes (:func:`folder_prefix`); :func:`sweep` looks for it.
 JOB_PREFIX = "kr-job-"
-MS_NOSUID, MS_NODEV = 0x2, 0x4
-MNT_DETACH = 0x2
 
 
 def folder_prefix() -> str:
@@ -43,19 +42,16 @@ def _orphaned(name: str) -> bool:
     return int(pid) != os.getpid() and not os.path.exists(f"/proc/{pid}")
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
-
-
 def mount(path: Path, size_bytes: int | None) -> bool:
     """Mount a ``tmpfs`` of ``size_bytes`` (mode 700) on the empty folder ``path``; whether it was
     mounted (``False`` without root, without a size, or where the mount is refused)."""
     if not size_bytes or os.geteuid() != 0:
         return False
-    options = f"size={int(size_bytes)},mode=700".encode()
-    if _libc().mount(b"tmpfs", str(path).encode(), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), options) != 0:
-        e = ctypes.get_errno()
-        log.warning("job disk: tmpfs on %s refused (%s): the folder stays on the scratch disk", path, os.strerror(e))
+    try:
+        isolation.mount("tmpfs", str(path), "tmpfs", isolation.MS_NOSUID | isolation.MS_NODEV,
+                        f"size={int(size_bytes)},mode=700")
+    except OSError as e:
+        log.warning("job disk: tmpfs on %s refused (%s): the folder stays on the scratch disk", path, e.strerror)
         return False
     return True
 
@@ -66,27 +62,14 @@ def unmount(path: Path) -> None:
     Raises:
         OSError: the unmount was refused (not a mount point, no privilege).
     """
-    if _libc().umount2(str(path).encode(), MNT_DETACH) != 0:
-        e = ctypes.get_errno()
-        raise OSError(e, f"unmount {path}: {os.strerror(e)}")
+    isolation.unmount(str(path))
 
 
 def mounted_jobs(scratch: Path) -> list[Path]:
-    """Job folders directly in ``scratch`` that are mount points in this mount namespace (from
-    ``/proc/self/mountinfo``), once per mount stacked there."""
+    """Job folders directly in ``scratch`` that are mount points in this mount namespace."""
     real = os.path.realpath(scratch)
-    found = []
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) > 4:
-                    point = parts[4].replace("\\040", " ")
-                    if os.path.dirname(point) == real and os.path.basename(point).startswith(JOB_PREFIX):
-                        found.append(Path(point))
-    except OSError:
-        return []
-    return found
+    return [Path(point) for point in isolation.mounts(os.getpid())
+            if os.path.dirname(point) == real and os.path.basename(point).startswith(JOB_PREFIX)]
 
 
 def sweep(scratch: Path) -> int:

@@ -73,9 +73,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     GPU machine runs them."""
     tier = selected_tier(config)
     if tier is not None and TIERS[tier] is not None:
-        slow = {id(item) for item in items if item.get_closest_marker("slow") is not None}
-        keep = [item for item in items if (id(item) in slow) == TIERS[tier]]
-        dropped = [item for item in items if (id(item) in slow) != TIERS[tier]]
+        keep: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        for item in items:
+            (keep if (item.get_closest_marker("slow") is not None) == TIERS[tier] else dropped).append(item)
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep

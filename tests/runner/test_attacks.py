@@ -32,10 +32,8 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -43,6 +41,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.runner.listener import Listener
 
 ATTACKS = sorted(ROOT.glob("reference_kernels/*/attacks/*.py"))
 PROBLEMS = ("softmax", "gemm", "mla_decode")
@@ -107,49 +106,6 @@ def _tree_state(root: Path) -> dict[str, str]:
             else:
                 state[str(p)] = f"dir:{oct(st.st_mode)}"
     return state
-
-
-class _Listener:
-    """A TCP listener on 127.0.0.1 standing for the broker, or (``path``) a Unix socket standing
-    for a host service's (a database's, Docker's); counts connections and what they sent."""
-
-    def __init__(self, path: Path | None = None) -> None:
-        if path is None:
-            self.sock = socket.socket()
-            self.sock.bind(("127.0.0.1", 0))
-            self.port = self.sock.getsockname()[1]
-        else:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.bind(str(path))
-            os.chmod(path, 0o777)  # anyone may connect, as to a host service's socket
-        self.path = path
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.connections: list[bytes] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            conn.settimeout(0.5)
-            try:
-                data = conn.recv(4096)
-            except OSError:
-                data = b""
-            self.connections.append(data)
-            conn.close()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(2)
-        self.sock.close()
-        if self.path is not None:
-            self.path.unlink(missing_ok=True)
 
 
 def _libc():
@@ -237,11 +193,11 @@ class _Canaries:
         self.judge_dir.mkdir()
         (self.judge_dir / ".env").write_text(f"KERNELRANK_SECRET_SEED={self.secret_seed}\n"
                                              f"KERNELRANK_DATABASE_URL={self.db_url}\n", encoding="utf-8")
-        self.listener = _Listener()
+        self.listener = Listener()
         # a host service's Unix socket and a System V segment of the host: outside a network
         # namespace's reach, so only a covered view and an IPC namespace keep the child from them
         run = Path("/run") if os.access("/run", os.W_OK) else tmp_path
-        self.service = _Listener(run / f"kernelrank-canary-{secrets.token_hex(4)}.sock")
+        self.service = Listener(run / f"kernelrank-canary-{secrets.token_hex(4)}.sock")
         self.segment = _libc().shmget(0x4B520000 | secrets.randbits(16), 4096, 0o1666)
         # another evaluation's kernel on the same machine, named on a running process's command
         # line (a system folder, not hidden from the child's view): a child in its own PID
