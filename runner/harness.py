@@ -91,7 +91,7 @@ from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.limits import SandboxLimits
 from kernelrank.runner.results import CaseResult, EvalResult, Status
 from kernelrank.runner.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
-from kernelrank.runner.slots import SlotError
+from kernelrank.runner.slots import AliasedOutput, SlotError
 from kernelrank.runner.slots import nbytes as slots_nbytes
 from kernelrank.runner.timing import (WARM_FAULTS_PER_CALL, WARMUP_MAX_CALLS, WARMUP_MAX_REQUESTS, WARMUP_MIN_CALLS,
                                       WARMUP_SECONDS, roofline)
@@ -279,6 +279,9 @@ class _Side:
     claims: list[int] = field(default_factory=list)
     windows: list[int] = field(default_factory=list)
     main_cpu: list[int] = field(default_factory=list)
+    #: per counted request, the CPU time of its process's whole cgroup (every thread and process of
+    #: the job) in the window (ns; ``None``: not readable)
+    job_cpu: list[int | None] = field(default_factory=list)
     #: per request, its calls (input sets); ``claims`` has one entry per call
     sizes: list[int] = field(default_factory=list)
     #: the median claim of its warm-up calls after the first (ns): how many sets a timed request gets
@@ -348,6 +351,8 @@ class _Call:
     claims: list[int] = field(default_factory=list)
     #: page faults of the process during the request (``None``: not readable)
     faults: int | None = None
+    #: CPU time of the process's whole cgroup in the window (ns; ``None``: not readable)
+    job_cpu: int | None = None
 
 
 @dataclass
@@ -373,8 +378,8 @@ class _Paired:
     expected_s: float = 0.0
     timed_s: float = 0.0
     check_s: float = 0.0
-    #: judge the claims in batches of calls (CUDA: kernels of a few µs), see :meth:`judged`
-    batched: bool = False
+    #: CPUs the children may run on: CPU time per ns of wall time at most (:meth:`charged`)
+    cores: int = 1
     #: where the case's timing stands between its slices (:meth:`_Evaluation._time_slice`): the
     #: case's first input set (its warm-up's), the sets per timed request, the input sets timed
     #: (the next set's seed), the batches timed (with a pair's place in its batch, which side goes
@@ -398,25 +403,54 @@ class _Paired:
 
     def judged(self) -> tuple[list[float], list[float], float]:
         """``(submission's, reference's judged times, the reference's overhead)`` (ns), both
-        sides by the same rule (:func:`~kernelrank.runner.stats.judged_times`, allowing each
-        request the reference's overhead at :data:`~kernelrank.runner.stats.ALLOWANCE_QUANTILE`);
-        the overhead returned is the low quantile the gross-lie rule starts from
-        (:func:`~kernelrank.runner.stats.wall_check`).
+        sides by the same two rules, each against the path of this runner measured on the
+        reference's requests of the same case (trusted code, same sandbox, freezer and socket):
 
-        At kernel scale (``batched``: CUDA) one request's window carries tens of µs of overhead
-        and jitter, so the judge's clock says something only of batches of calls: both sides
-        are then judged in batches (:func:`~kernelrank.runner.stats.judge_batches`) against the
-        per-request overhead of this path, measured on the reference's requests of the same case
-        (trusted code, same sandbox, freezer and socket: :func:`~kernelrank.runner.stats.runner_overhead`).
+        - the job's CPU time (:func:`~kernelrank.runner.stats.cpu_charges`): what the whole job
+          (every thread and process in its cgroup) used in a batch's windows beyond its claims on
+          every core and the path's CPU time (median, spread shrinking by batch) is charged to the
+          batch's calls; load cannot widen it, and work on any thread outside the calls pays;
+        - the judge's clock (:func:`~kernelrank.runner.stats.judge_batches`): a batch whose windows
+          the (charged) claims and the path's median overhead do not explain within the path's
+          spread counts for its windows less the path.
+
+        The overhead returned is the low quantile the gross-lie rule starts from
+        (:func:`~kernelrank.runner.stats.wall_check`). With fewer than
+        :data:`~kernelrank.runner.stats.RUNNER_OVERHEAD_MIN_SAMPLES` reference requests, claims
+        stand beside the reference's overhead at :data:`~kernelrank.runner.stats.ALLOWANCE_QUANTILE`
+        (:func:`~kernelrank.runner.stats.judged_times`).
         """
         overhead = stats.overhead(self.ref.claims, self.ref.windows, self.ref.sizes)
-        if self.batched and len(self.ref.windows) >= stats.RUNNER_OVERHEAD_MIN_SAMPLES:
-            path = stats.runner_overhead([w - c for w, c in zip(self.ref.windows, self.ref.claims)])
-            return (stats.judge_batches(self.sub.claims, self.sub.windows, path).judged_ns,
-                    stats.judge_batches(self.ref.claims, self.ref.windows, path).judged_ns, overhead)
-        allowance = stats.overhead(self.ref.claims, self.ref.windows, self.ref.sizes, stats.ALLOWANCE_QUANTILE)
-        return (stats.judged_times(self.sub.claims, self.sub.windows, allowance, self.sub.sizes),
-                stats.judged_times(self.ref.claims, self.ref.windows, allowance, self.ref.sizes), overhead)
+        if len(self.ref.windows) < stats.RUNNER_OVERHEAD_MIN_SAMPLES:
+            allowance = stats.overhead(self.ref.claims, self.ref.windows, self.ref.sizes, stats.ALLOWANCE_QUANTILE)
+            return (stats.judged_times(self.sub.claims, self.sub.windows, allowance, self.sub.sizes),
+                    stats.judged_times(self.ref.claims, self.ref.windows, allowance, self.ref.sizes), overhead)
+        sub, ref = self.charged()
+        path = stats.runner_overhead([w - c for w, c in zip(
+            self.ref.windows, stats.request_claims(self.ref.claims, self.ref.sizes, len(self.ref.windows)))])
+        return (stats.judge_batches(sub, self.sub.windows, path, self.sub.sizes).judged_ns,
+                stats.judge_batches(ref, self.ref.windows, path, self.ref.sizes).judged_ns, overhead)
+
+    def charged(self) -> tuple[list[float], list[float]]:
+        """Both sides' claims (ns per call) with the CPU time their jobs used outside them
+        charged (:func:`~kernelrank.runner.stats.cpu_charges`); the claims as they are where a
+        side's job CPU time was not readable on every request."""
+        if not (_readable(self.sub.job_cpu) and _readable(self.ref.job_cpu)):
+            return [float(c) for c in self.sub.claims], [float(c) for c in self.ref.claims]
+        path = stats.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
+        return (stats.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes).judged_ns,  # type: ignore[arg-type]
+                stats.cpu_charges(self.ref.claims, self.ref.job_cpu, path, self.cores, self.ref.sizes).judged_ns)  # type: ignore[arg-type]
+
+    def cpu_judgement(self) -> dict[str, Any] | None:
+        """The submission's :func:`~kernelrank.runner.stats.cpu_charges` figures (batches charged,
+        the allowance and the median unexplained CPU per call in wall ns), for the case's record;
+        ``None`` where not judged so."""
+        if len(self.ref.windows) < stats.RUNNER_OVERHEAD_MIN_SAMPLES or not (
+                _readable(self.sub.job_cpu) and _readable(self.ref.job_cpu)):
+            return None
+        path = stats.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
+        j = stats.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes)  # type: ignore[arg-type]
+        return {**j.to_dict(), "cores": self.cores, "path_median_ns": path.median_ns, "path_spread_ns": path.spread_ns}
 
     def paired_times(self) -> tuple[list[float], list[float]]:
         """Per pair (one request of each side on the same input sets), the submission's and the
@@ -848,6 +882,8 @@ class _Evaluation:
         main_overhead = statistics.median(paired.ref.main_unexplained()) if paired.ref.main_cpu else 0.0
         r.wall_check = stats.wall_check(paired.sub.claims, paired.sub.windows, paired.sub.main_cpu, overhead,
                                         max(0.0, main_overhead), paired.sub.sizes)
+        # the job's CPU time outside the claims, as charged (issue 43): 0 batches for honest code
+        r.wall_check["job_cpu"] = paired.cpu_judgement()
         r.timing = stats.summarize(sub).to_dict()
         r.ref_timing = stats.summarize(ref).to_dict()
         if not r.wall_check["passed"]:
@@ -904,7 +940,7 @@ class _Evaluation:
         from the run's secret and the set's number (every set is new, never a replay)."""
         started = time.monotonic()
         paired = _Paired(CaseResult("benchmark", index, case.params, True, "ok"), _Side("submission", list(subs)),
-                         _Side("reference", list(references)), batched=self.device == "cuda")
+                         _Side("reference", list(references)), cores=_cores())
         try:
             self._open(paired, case, deadline)
         finally:
@@ -1020,6 +1056,7 @@ class _Evaluation:
                     side.sizes.append(len(call.claims))
                     side.windows.append(call.window)
                     side.main_cpu.append(call.main_cpu)
+                    side.job_cpu.append(call.job_cpu)
                     side.procs.append(side.current)
                     side.faults.append(call.faults)
                 checked = time.monotonic()
@@ -1264,13 +1301,16 @@ class _Evaluation:
             layout = child.arena.place_sets([s.data for s in sets], sets[0].room, direct=child.memory is not None,
                                             copy=self._copy)
         main_before = child.main_cpu_ns()
+        job_before = child.cpu_ns()
         other_before = other.cpu_ns()
         faults_before = child.faults()
         reply, _ = self._side_go(side, layout, deadline, max(s.ref_s for s in sets), read=False, calls=len(sets))
         window = child.span_ns
         faults_after = child.faults()
         other_after = other.cpu_ns()
+        job_after = child.cpu_ns()
         main_cpu = child.main_cpu_ns() - main_before
+        job_cpu = None if job_before is None or job_after is None else job_after - job_before
         claims = _ns_list(reply.get("times_ns"), len(sets))
         if sum(claims) > window:
             message = (f"{self._where}: the {side.name}'s process claimed {sum(claims)} ns for "
@@ -1290,7 +1330,7 @@ class _Evaluation:
                 raise (ProtocolViolation if side.name == "submission" else _ReferenceFailed)(
                     f"{self._where}: the {side.name}'s answer does not describe one output per input set")
         faults = None if faults_before is None or faults_after is None else faults_after - faults_before
-        return _Call(sum(claims), window, main_cpu, claims, faults), replies
+        return _Call(sum(claims), window, main_cpu, claims, faults, job_cpu), replies
 
     def _check_request(self, paired: _Paired, sets: list[_Set], replies: dict[str, list[dict[str, Any]]],
                        number: int, order: tuple[_Side, _Side]) -> None:
@@ -1544,11 +1584,15 @@ def _read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) ->
 
     Raises:
         ProtocolViolation: an output description that does not fit its slot.
+        _Verdict: ``failed``, an output in a mapping of the input slots (the child's own alias
+            rule, :func:`~kernelrank.runner.child._alias`, seen through another mapping).
     """
-    if reply.get("out") is None:
+    if reply.get("out") is None or reply.get("alias"):  # an alias the child saw fails by its message
         return None
     try:
         return child.arena.read_output(reply["out"], child.memory, index)
+    except AliasedOutput as e:
+        raise _Verdict(Status.failed, f"{child.runs}'s output {e}") from None
     except SlotError as e:
         raise ProtocolViolation(str(e)) from None
 
@@ -1573,16 +1617,31 @@ def _set_figures(r: CaseResult, figures: dict[str, Any]) -> None:
         setattr(r, k, v)
 
 
+def _readable(values: list[int | None]) -> bool:
+    """Whether every request's figure was read (and there is at least one)."""
+    return bool(values) and all(v is not None for v in values)
+
+
+def _cores() -> int:
+    """CPUs this judge, and so its children, may run on (its affinity: the runner's cpuset)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except OSError:  # pragma: no cover - every Linux has it
+        return max(1, os.cpu_count() or 1)
+
+
 def _pair_record(sub: _Call, ref: _Call, sub_first: bool, process: int, counted: bool) -> list[int]:
     """One pair's raw figures, as the ``pairs`` event carries them (``bench/record_timings.py``):
     ``[submission first (0/1), its claim, window, main-thread CPU, the reference's claim, window,
     main-thread CPU, calls per request, which pair of processes timed it (0..K-1), counted (0: a
     warm-up pair, :meth:`_Side.settle`), the submission's page faults, the reference's (-1:
-    unreadable)]``, times in ns (a request's claim: its calls' together). Recordings made before
-    a field was added end before it."""
+    unreadable), the submission's job CPU time in its window, the reference's (-1: unreadable)]``,
+    times in ns (a request's claim: its calls' together). Recordings made before a field was
+    added end before it."""
     return [int(sub_first), sub.claim, sub.window, sub.main_cpu, ref.claim, ref.window, ref.main_cpu,
             max(1, len(sub.claims)), process, int(counted),
-            -1 if sub.faults is None else sub.faults, -1 if ref.faults is None else ref.faults]
+            -1 if sub.faults is None else sub.faults, -1 if ref.faults is None else ref.faults,
+            -1 if sub.job_cpu is None else sub.job_cpu, -1 if ref.job_cpu is None else ref.job_cpu]
 
 
 def _merged_logs(first: dict[str, str], extra: list[tuple[int, dict[str, str]]]) -> dict[str, str]:

@@ -401,6 +401,8 @@ class SubmissionProcess:
         self.integrity = hello.get("integrity")
         self.pid = isolation.inner_pid(self.proc.pid)
         self.memory = slots.ChildMemory.open(self.pid, hello.get("memory_probe"))
+        if self.memory is not None and self.runs == "submission":  # the reference is trusted code
+            self.memory.watch_slots(self.arena.fd)
         self.watch = ProcessWatch(self.pid, self.plan.uid)  # now in its network namespace
         self.isolation = {**isolation.measure(self.pid, self.plan), "disk_bytes": self.isolation["disk_bytes"]}
         self.isolation["containment"] = self.containment
@@ -550,6 +552,8 @@ class SubmissionProcess:
         return before
 
     def _thaw(self) -> None:
+        if self.memory is not None:
+            self.memory.ran()  # its mappings may change now
         if self.group is not None and self._frozen:
             self.group.thaw()
             self._frozen = False

@@ -28,6 +28,7 @@ import errno
 import fcntl
 import mmap
 import os
+import re
 import select
 import threading
 from typing import Any, Callable
@@ -188,7 +189,7 @@ class Arena:
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
         if "addr" in desc:
-            addr = _address(desc, memory)
+            addr = _address(desc, memory, size)
             assert memory is not None  # _address says so
             # torch's allocator, not a bytearray: no zero-filling, and (with the judge's fixed malloc
             # thresholds, harness.evaluate) memory reused from its heap rather than fresh pages
@@ -219,7 +220,7 @@ class Arena:
         dtype, shape, numel, size = _described(desc, out_bytes)
         item = size // numel if numel else 1
         if "addr" in desc:
-            addr = _address(desc, memory)
+            addr = _address(desc, memory, size)
             assert memory is not None  # _address says so
             child_memory = memory
 
@@ -260,16 +261,40 @@ def _scratch(n: int, which: int = 0) -> torch.Tensor:
     return buf
 
 
-def _address(desc: dict[str, Any], memory: ChildMemory | None) -> int:
-    """The address of an output the child holds in its own memory (``"addr"``).
+class AliasedOutput(SlotError):
+    """An output the child holds in a mapping of the input slots (:meth:`ChildMemory.in_slots`)."""
+
+
+def _address(desc: dict[str, Any], memory: ChildMemory | None, size: int = 0) -> int:
+    """The address of an output the child holds in its own memory (``"addr"``), ``size`` bytes.
 
     Raises:
         SlotError: no ``memory`` to read it through, or not an address.
+        AliasedOutput: bytes in a mapping of the slots' memory file (:meth:`ChildMemory.in_slots`).
     """
     addr = desc["addr"]
     if memory is None or type(addr) is not int or not 0 < addr < 1 << 64:
         raise SlotError("malformed output address")
+    if memory.in_slots(addr, size):
+        raise AliasedOutput("shares memory with an input (it lies in a mapping of the input slots): "
+                            "return a new tensor, do not map, write into or return the inputs")
     return addr
+
+
+def _file_spans(pid: int, inode: int) -> list[tuple[int, int]]:
+    """Address ranges of ``pid``'s mappings of the file with inode ``inode`` (``/proc/<pid>/maps``:
+    start-end, perms, offset, device, inode, path); every mapping when the table is unreadable
+    (nothing in the child's memory is trusted then).
+
+    A memory file's device reads ``00:01`` in the table whatever ``fstat`` says, so the inode
+    alone names it (inodes of other files that collide with it only make reads refused)."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as f:
+            table = f.read()
+    except OSError:
+        return [(0, 1 << 64)]
+    pattern = re.compile(rb"^([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ " + str(inode).encode() + rb"(?= |$)", re.M)
+    return [(int(m.group(1), 16), int(m.group(2), 16)) for m in pattern.finditer(table)]
 
 
 class _Iovec(ctypes.Structure):
@@ -315,6 +340,34 @@ class ChildMemory:
         self.pid, self.fd, self.pidfd = pid, fd, pidfd
         self._fast = pidfd is not None and _VM_READV is not None
         self._polls = threading.local()  # a poll object per thread: one may not be polled by two at once
+        #: the slots' memory file (``(st_dev, st_ino)``, :meth:`watch_slots`) and, since the child
+        #: last ran, the address ranges it is mapped at in the child (``None``: not read yet)
+        self._slots: tuple[int, int] | None = None
+        self._slot_spans: list[tuple[int, int]] | None = None
+        self._spans_lock = threading.Lock()
+
+    def watch_slots(self, fd: int) -> None:
+        """Refuse outputs in any mapping of the memory file ``fd`` (the slots): a second mapping
+        of it would let an output alias an input at another address (issue 43)."""
+        st = os.fstat(fd)
+        self._slots = (st.st_dev, st.st_ino)
+
+    def ran(self) -> None:
+        """The child may have run (thawed): its mappings are read again before the next check."""
+        self._slot_spans = None
+
+    def in_slots(self, addr: int, size: int) -> bool:
+        """Whether ``[addr, addr + size)`` touches a mapping of the slots' memory file in the
+        child, by its ``/proc/<pid>/maps`` (the kernel's, which the child cannot forge; read once
+        per stretch the child was frozen: 0.2-1 ms for a torch process)."""
+        if self._slots is None:
+            return False
+        with self._spans_lock:
+            if self._slot_spans is None:
+                self._slot_spans = _file_spans(self.pid, self._slots[1])
+            spans = self._slot_spans
+        end = addr + max(1, size)
+        return any(lo < end and addr < hi for lo, hi in spans)
 
     @property
     def method(self) -> str:

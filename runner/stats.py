@@ -940,3 +940,84 @@ def judge_batches(claims: list[int], windows: list[int], overhead: RunnerOverhea
             judged.extend(total / len(mine) for _ in mine)
     return BatchJudgement(judged, len(per_call), replaced, allowance,
                           statistics.median(per_call) if per_call else 0.0)
+
+
+# -- the job's CPU time against the claims (issue 43) ---------------------------------------------
+# A request's window holds the path (thaw, bookkeeping, freeze) besides its calls, and work can hide
+# there on threads other than the calling one (a helper woken by a finalizer computes the next
+# outputs while the calling thread sleeps). The job's cgroup counts every thread's CPU time and
+# nothing of other processes', so load cannot widen it: what the job used beyond what its claims
+# can hold on every core (``cores * claims``) and beyond the path's own (OpenMP workers spinning
+# through the window, measured on the reference's requests) is work done outside the calls, and
+# costs at least ``that / cores`` of wall time however it was spread over threads.
+
+#: Standard deviations of the path's CPU time allowed per batch (scaled by sqrt(n)), as BATCH_Z.
+CPU_Z = 4.0
+
+
+def cpu_charges(claims: Sequence[float], job_cpu: Sequence[int], path: RunnerOverhead, cores: int,
+                sizes: Sequence[int] | None = None, batch_calls: int = BATCH_CALLS,
+                z: float = CPU_Z) -> BatchJudgement:
+    """Per call, its claim plus its share of the CPU time its batch's job used outside every claim.
+
+    Args:
+        claims: the child's per-call times (ns).
+        job_cpu: per request, CPU time of the job's whole cgroup in the window (ns): every thread
+            and process of the job (``cpuacct.usage`` or ``cpu.stat``'s ``usage_usec``).
+        path: the path's CPU time per request (:func:`runner_overhead` of the reference's
+            ``job_cpu - cores * claims``: trusted code through the same sandbox).
+        cores: CPUs the job may run on (its threads' CPU time per ns of wall time at most).
+        sizes: calls per request (default 1 each).
+
+    A batch of ``n`` requests (as :func:`judge_batches` forms them) whose job used ``U`` ns of
+    CPU with claims ``C`` leaves ``E = U - cores * C - n * path.median_ns`` unexplained, allowed
+    ``A = z * path.spread_ns * sqrt(n)``; where ``E > A`` its calls are charged ``(E - A) /
+    cores`` more in proportion to their claims (evenly when they claim nothing). An honest
+    request's job cannot use more than ``cores`` times its call's wall time in the call, so it is
+    charged nothing beyond the path's spread; hidden work pays its CPU time over every core.
+
+    Raises:
+        ValueError: claims, job_cpu and sizes disagree.
+    """
+    sizes = list(sizes) if sizes else [1] * len(job_cpu)
+    if sum(sizes) != len(claims) or len(sizes) != len(job_cpu):
+        raise ValueError("claims, job CPU times and sizes disagree")
+    cores = max(1, int(cores))
+    starts = [0]
+    for k in sizes:
+        starts.append(starts[-1] + k)
+    judged: list[float] = []
+    replaced = 0
+    allowance = 0.0
+    per_call: list[float] = []
+    for first, end in _batches(sizes, max(1, batch_calls)):
+        n = end - first
+        mine = [float(c) for c in claims[starts[first]:starts[end]]]
+        total_claims = sum(mine)
+        unexplained = float(sum(job_cpu[first:end])) - cores * total_claims - n * path.median_ns
+        allowed = z * path.spread_ns * math.sqrt(n)
+        per_call.append(unexplained / cores / len(mine))
+        allowance = max(allowance, allowed / cores / len(mine))
+        extra = 0.0
+        if unexplained > allowed:
+            replaced += 1
+            extra = (unexplained - allowed) / cores
+        if total_claims > 0:
+            judged.extend(c * (total_claims + extra) / total_claims for c in mine)
+        else:
+            judged.extend(extra / len(mine) for _ in mine)
+    return BatchJudgement(judged, len(per_call), replaced, allowance,
+                          statistics.median(per_call) if per_call else 0.0)
+
+
+def cpu_path(claims: Sequence[float], job_cpu: Sequence[int], cores: int,
+             sizes: Sequence[int] | None = None) -> RunnerOverhead:
+    """The path's CPU time per request (ns) from the reference's requests: :func:`runner_overhead`
+    of ``job_cpu - cores * claims`` per request (the CPU its job used beyond what its calls could
+    hold on every core).
+
+    Raises:
+        ValueError: fewer than :data:`RUNNER_OVERHEAD_MIN_SAMPLES` requests.
+    """
+    per_request = request_claims([int(c) for c in claims], sizes, len(job_cpu))
+    return runner_overhead([u - max(1, int(cores)) * c for u, c in zip(job_cpu, per_request)])

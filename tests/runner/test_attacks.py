@@ -297,7 +297,7 @@ def _verdict_problems(meta: dict[str, str], attack: dict | None, correct: dict |
 #: corpus runs in the full tier (each attack judged once per tier).
 DEFAULT_TIER = {"softmax/fork_bomb", "gemm/network_exfiltration", "mla_decode/write_outside",
                 "mla_decode/escape_process_group", "softmax/secret_from_parent_memory", "softmax/zero_time_claim",
-                "gemm/end_the_window_early", "gemm/poison_reference_cache"}
+                "gemm/end_the_window_early", "gemm/poison_reference_cache", "softmax/second_mapping_alias"}
 
 
 def _param(path: Path):

@@ -230,10 +230,11 @@ def test_cuda_graph_is_a_cuda_timing_flag_only() -> None:
         type(d).model_validate(bad)
 
 
-def test_the_paired_judge_judges_both_sides_in_batches_on_cuda() -> None:
-    """On CUDA the harness judges a case's claims in batches against the overhead of the
-    reference's own requests (same path): a side whose claims hide 20 µs per call counts for
-    what the judge's clock saw; on the CPU the per-request rule stays."""
+def test_the_paired_judge_judges_both_sides_in_batches() -> None:
+    """The harness judges a case's claims in batches against the overhead of the reference's own
+    requests (same path), on every device: a side whose claims hide 20 µs per call counts for
+    what the judge's clock saw (issue 43: the CPU's rule allowed the reference's path at its 90th
+    percentile per request, 11-21 ms at load)."""
     from kernelrank.runner.harness import _Paired, _Side
     from kernelrank.runner.results import CaseResult
 
@@ -244,15 +245,9 @@ def test_the_paired_judge_judges_both_sides_in_batches_on_cuda() -> None:
     sub_claims = [10_000] * n  # claims 10 µs, really 30 µs: 20 µs per call hidden
     sub_windows = [30_000 + 80_000 + int(rng.gauss(0, 5_000)) for _ in range(n)]
 
-    def paired(batched: bool) -> _Paired:
-        p = _Paired(CaseResult("benchmark", 0, {}, True, "ok"), _Side("submission", []), _Side("reference", []),
-                    batched=batched)
-        p.sub.claims, p.sub.windows = list(sub_claims), list(sub_windows)
-        p.ref.claims, p.ref.windows = list(ref_claims), list(ref_windows)
-        return p
-
-    sub, ref, _ = paired(True).judged()
+    p = _Paired(CaseResult("benchmark", 0, {}, True, "ok"), _Side("submission", []), _Side("reference", []))
+    p.sub.claims, p.sub.windows = list(sub_claims), list(sub_windows)
+    p.ref.claims, p.ref.windows = list(ref_claims), list(ref_windows)
+    sub, ref, _ = p.judged()
     assert 24_000 < sum(sub) / n < 31_000  # the hidden 20 µs counted, less the batch allowance (~4 µs)
     assert 49_000 < sum(ref) / n <= 51_000  # an honest side keeps its claims
-    sub_cpu, _, _ = paired(False).judged()
-    assert sum(sub_cpu) / n < 12_000  # per request, most of the 20 µs hides inside the jitter allowance
