@@ -117,23 +117,23 @@ class CaseTiming(_Strict):
     ranked (:func:`kernelrank.runner.stats.run_noisy`); all are held against the interval without
     the offsets between processes, which more time does not shrink. ±3% by default: at the budget alone (3 s per
     softmax case on the CPU, 11-16 pairs) five leaderboard runs of one file scored max/min 1.05-1.07
-    at idle, with the extra time (23-31 s a run instead of 15 s) 1.021 (``bench/README.md``,
+    at idle, with the extra time (23-31 s a run instead of 15 s) 1.021 (``docs/research/bench-history.md``,
     issue 14). ``noisy_above`` is ±25% by default: after the extra time, idle runs on this
     project's 2-core CPU machines read ±0.8-7% per case, but a case the host disturbs for seconds
     still reads ±38-51% (two of five such runs in one set; such a case alone no longer keeps a
-    run whose score is known to ±12.5% from being ranked, ``bench/README.md``); beside a CPU hog
+    run whose score is known to ±12.5% from being ranked, ``docs/research/bench-history.md``); beside a CPU hog
     cases read ±2.8-12%. Set before the extra time, when the judge's floor at idle was ±4-12%, a
-    limit of ±10% refused about half of the honest idle runs (``bench/README.md``).
+    limit of ±10% refused about half of the honest idle runs (``docs/research/bench-history.md``).
 
     ``processes``: how many pairs of processes (a submission's and a reference's) time a case's
     pairs, one per round of the cases' slices (``harness._Evaluation._rounds``); unset, the
     device's default (:data:`kernelrank.runner.stats.PROCESSES`). Two processes running the same
     code differ by a few percent for as long as they live; with one pair per run that offset
-    went unseen by the interval (``bench/README.md``, issue 14). Page faults in some processes'
+    went unseen by the interval (``docs/research/bench-history.md``, issue 14). Page faults in some processes'
     first requests made part of it; those pairs no longer count
     (``harness._Side.settle``), and what remains is the process's own: on this project's AMD VMs,
     with two OpenMP threads, a process runs the reference's bfloat16 6144x512 softmax at ~1.6 ms
-    or at ~2.6 ms for its whole life, outside the judge too (``bench/README.md``).
+    or at ~2.6 ms for its whole life, outside the judge too (``docs/research/bench-history.md``).
 
     On ``cuda``, ``cuda_graph: true`` times every request's calls captured in one CUDA graph and
     launched once (as ``triton.testing.do_bench_cudagraph``), for kernels of a few µs whose launch

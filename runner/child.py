@@ -84,7 +84,7 @@ def resolve_vector_math() -> tuple[str, ...]:
     2024.2, which torch 2.13's wheels link; gone in 2025.0). Found here as an honest softmax whose
     first call computed rows 2048-4095 of a float32 4096x1024 input (the second thread's half) with
     relative errors up to 1.8e-4, bit for bit what ``vmsExp`` gives in EP mode on oneMKL's AVX2 path,
-    with a one-core hog, in 3 of 20 leaderboard runs (bench/README.md, issue 14, section 20). A
+    with a one-core hog, in 3 of 20 leaderboard runs (docs/research/bench-history.md, issue 14, section 20). A
     first call on one element, from one thread, before the submission runs, settles every choice.
     Without MKL (other builds, other platforms) the calls are merely cheap; no OpenMP thread starts
     (one element is below every parallel grain).

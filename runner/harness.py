@@ -101,17 +101,17 @@ Event = Callable[[dict[str, Any]], None]
 #: Memory for one batch of prepared input sets of a case: their inputs and expected outputs in the
 #: judge, and their outputs, which each child holds until they are checked (where it left them,
 #: never copied whole). Sets are prepared before a batch, so between its timed requests the judge
-#: only places inputs and checks outputs (bench/README.md: what a call costs the judge). Counting
+#: only places inputs and checks outputs (docs/research/bench-history.md: what a call costs the judge). Counting
 #: only the judge's part (8 softmax sets of 16 MiB per request instead of 5) read a kernel
 #: identical to the reference 0.985 in 6 idle runs, against 1.010 with the outputs counted
-#: (bench/README.md, issue 14): larger requests are not neutral.
+#: (docs/research/bench-history.md, issue 14): larger requests are not neutral.
 BATCH_BYTES = 256 * 1024 * 1024
 #: Most input sets per batch (a batch is also cut to what the case's remaining budget holds).
 MAX_BATCH = 16
 #: On the CPU, a timed request holds several input sets, one call on each, so that the judge's
 #: path (thaw, two socket hops, freeze: 1.5-3 ms per request on a 2-core VM, more than the
 #: allowance a call's claim may leave unexplained) is paid once per this many seconds of calls
-#: rather than once per call (bench/README.md, issue 14: what the judged times were made of). At
+#: rather than once per call (docs/research/bench-history.md, issue 14: what the judged times were made of). At
 #: 20 ms the path is still 15-42% of each window at idle (it grows with the calls: each output is
 #: described and held); 40 ms with room for twice the sets took it to 10-28%, but left 7-24 pairs
 #: per case, and more honest runs were marked too noisy (one of five at idle, and a CI run's):
@@ -120,7 +120,7 @@ REQUEST_SECONDS = 0.02
 #: Most input sets (calls) per timed request.
 MAX_SETS_PER_REQUEST = 16
 #: Share of a case's wall time its timed calls take on the CPU, for sizing requests before any
-#: pair is timed (idle: 14-35%, bench/README.md). Bigger requests on a short budget left a case a
+#: pair is timed (idle: 14-35%, docs/research/bench-history.md). Bigger requests on a short budget left a case a
 #: single pair: no interval, and an estimate one disturbed pair decides (the self-test's quick
 #: mode, 0.15 s per case, read 3.5x for a kernel doing what the reference does).
 TIMED_SHARE_GUESS = 0.25
@@ -128,7 +128,7 @@ TIMED_SHARE_GUESS = 0.25
 #: at its opening) when its reference also defines ``derive_input``: every timed set is then made
 #: from two of these by that function (:meth:`_Evaluation._derive`), at a tenth of the cost
 #: (a 4M-value softmax set: ``torch.randn`` and rounding 11-13 ms of a judge's thread, a mix
-#: of two pooled sets 1.2-1.7 ms; bench/README.md, issue 14).
+#: of two pooled sets 1.2-1.7 ms; docs/research/bench-history.md, issue 14).
 POOL_SETS = 3
 #: Calls on fresh inputs per benchmark case, each checked, for a submission whose Triton kernels
 #: ran under the interpreter (it is judged for correctness; its times measure the interpreter).
@@ -827,7 +827,7 @@ class _Evaluation:
         Why rounds: on a shared host the machine's speed moves in stretches of seconds, and not
         alike for all code (the GEMM reference ran 2x slower for 10-15 s at a time while the
         bfloat16 submission's matmul moved by 10%, the slowdown in its float32 conversions, 5.7x:
-        bench/README.md, sections 7 and 8). A case timed in one stretch of 5-15 s got a narrow interval around that stretch's
+        docs/research/bench-history.md, sections 7 and 8). A case timed in one stretch of 5-15 s got a narrow interval around that stretch's
         ratio: pairing cannot cancel a shift that differs between the two sides' code. Spread
         over the run, a case averages several stretches, and their differences show as the
         pairs of processes' offsets, which its interval and the run's carry
@@ -970,7 +970,7 @@ class _Evaluation:
         if self.device == "cpu":
             # two processes at a time, one per CPU (none is timed now): softmax's first case readied
             # its 8 processes (256 MiB of new pages each) in 2.6 s against 3.4 s one at a time
-            # (bench/README.md, issue 14)
+            # (docs/research/bench-history.md, issue 14)
             every = [(side, child) for side in (paired.sub, paired.ref) for child in side.children]
             self._in_threads(lambda item: self._reserve(item[0], item[1], first, paired.per_request, deadline), every)
 
@@ -1083,7 +1083,7 @@ class _Evaluation:
         (:meth:`_Side.settle`): before this, each process's first request or two at a case's
         shape faulted on 70-215 MiB (0.1-0.5 s) and went uncounted, and a process's heap,
         fragmented by the outputs a request holds, still grew in faults now and then
-        (``bench/README.md``, issue 14).
+        (``docs/research/bench-history.md``, issue 14).
 
         Raises:
             _ReferenceFailed: the reference's process failed.
@@ -1343,7 +1343,7 @@ class _Evaluation:
         The reference's outputs are read alike, piece by piece, and dropped (its output on the
         first set of the case was checked in its warm-up): reading a side's outputs leaves their
         pages in the caches its next outputs are written to, and reading only the submission's
-        favoured it (+10% on a case of a kernel identical to the reference: bench/README.md,
+        favoured it (+10% on a case of a kernel identical to the reference: docs/research/bench-history.md,
         issue 14). The sides' outputs are read in ``order``, the order their requests ran, which
         alternates (:func:`submission_first`): neither side's always read last.
 
@@ -1399,7 +1399,7 @@ class _Evaluation:
         output fails on the reference process's word alone, and the only way it could make a
         wrong output pass is to agree with it, which the submission cannot make it do.
         GEMM's cases spent 84-85% of their preparing on the judge's own reference call per set
-        (bench/README.md, issue 14).
+        (docs/research/bench-history.md, issue 14).
 
         Raises:
             _ReferenceFailed: the reference's output is unreadable, not of the first set's dtype
@@ -1428,7 +1428,7 @@ class _Evaluation:
 
         # the sets in the judge's threads, one per CPU (both children are frozen): the reads
         # (process_vm_readv) and the native rule release the GIL, so two sets are read and
-        # compared at once (bench/README.md, issue 14); their answers are taken in call order
+        # compared at once (docs/research/bench-history.md, issue 14); their answers are taken in call order
         for j, (s, passed) in enumerate(zip(sets, self._in_threads(quick, list(range(len(sets)))))):
             if isinstance(passed, str):
                 raise _ReferenceFailed(passed)

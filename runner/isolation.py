@@ -67,7 +67,7 @@ SANDBOX_UID_BASE = 1_000_000_000
 #: at nice 0, the reference's bfloat16 softmax (1024x4096) read a median 1427-1464 µs per call at
 #: nice 0 and 1215-1247 µs at -10, as at idle (1209-1251 µs): the hog's share of the core a
 #: timed call needs falls from a half to about a tenth (weights 1024 against 9548). Idle, it
-#: changes nothing (bench/README.md, issue 14, section 16).
+#: changes nothing (docs/research/bench-history.md, issue 14, section 16).
 CHILD_NICE = -10
 #: Exit status of a child whose sandbox set-up failed (message on stderr).
 SETUP_FAILED = 121

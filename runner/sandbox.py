@@ -137,7 +137,7 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     worker were often left sharing one CPU while the other stood idle after the judge's thread
     went to sleep there, for 4-12 ms until the kernel's balancer moved one (15-20% of a softmax's
     calls took 4x their time, and per-request log ratios had a standard deviation of 0.5-0.8
-    against 0.03-0.1 bound: ``bench/README.md``, issue 14). Threads a submission starts itself,
+    against 0.03-0.1 bound: ``docs/research/bench-history.md``, issue 14). Threads a submission starts itself,
     outside OpenMP, inherit the main thread's CPU.
 
     Where the host lets transparent huge pages back advised memory (:func:`host_huge_pages`:
@@ -148,7 +148,7 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     life (the reference's and ``correct_pytorch``'s alike): the largest part of a run's interval
     and of the spread between runs. With it, they ran at one speed. Without huge pages (THP
     ``never``) the page alignment alone put every process in the slow mode, the reference's
-    bfloat16 softmax 15-30% slower, so it is not asked for there (bench/README.md, issue 14, section 15).
+    bfloat16 softmax 15-30% slower, so it is not asked for there (docs/research/bench-history.md, issue 14, section 15).
     """
     src = os.environ if source_env is None else source_env
     env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
@@ -203,7 +203,7 @@ def host_free_page_reporting(devices: Path = Path("/sys/bus/virtio/devices")) ->
     ``device`` id and ``features`` bit string under ``devices``). Such a host takes memory the
     guest freed and backs it again on its next first touch, so fresh memory costs the guest far
     more than zeroing it (1.4-2.3 ms per MiB against 0.04 once backed, on this project's
-    Firecracker VM: bench/README.md, issue 14, section 17). ``None`` where ``devices`` cannot be
+    Firecracker VM: docs/research/bench-history.md, issue 14, section 17). ``None`` where ``devices`` cannot be
     read (no virtio bus: most hosts)."""
     try:
         entries = list(devices.iterdir())
@@ -537,7 +537,7 @@ class SubmissionProcess:
         answered, goes back to its socket at once: sharing its CPU costs neither. The CPU of
         the child's OpenMP worker, which spin-waits after a call, is where the judge should not
         be when the answer wakes it: it waited there for the scheduler's slice before it could
-        freeze the child (bench/README.md, issue 14: the path's median 2.0-3.6 ms a request
+        freeze the child (docs/research/bench-history.md, issue 14: the path's median 2.0-3.6 ms a request
         unpinned, 1.5-1.7 ms pinned)."""
         cpu = self.home_cpu
         if cpu is None:

@@ -383,7 +383,7 @@ def priority_check(found: dict[str, Any] | None) -> Check:
     the kernel has autogroups on, is expected. Anything else passes with a note: every verdict
     holds and both sides of a pair are treated alike, but a timed call then shares its CPUs with
     the host's other work as an equal, so scores taken on a busy machine spread more (issue 14,
-    bench/README.md, section 16). The usual cause is a judge not running as root (no
+    docs/research/bench-history.md, section 16). The usual cause is a judge not running as root (no
     ``CAP_SYS_NICE``)."""
     from kernelrank.runner.isolation import CHILD_NICE
 
@@ -400,7 +400,7 @@ def priority_check(found: dict[str, Any] | None) -> Check:
 
 #: Fresh memory (ms per MiB) above which the self-test's row says what it costs: bare metal zeroes
 #: a huge page's worth in about 0.1 ms (0.05 ms per MiB); this project's Firecracker VM took
-#: 1.4-2.3 ms per MiB for memory its host had taken back (bench/README.md, issue 14, section 17).
+#: 1.4-2.3 ms per MiB for memory its host had taken back (docs/research/bench-history.md, issue 14, section 17).
 FRESH_MEMORY_SLOW_MS_PER_MIB = 0.5
 #: Bytes of fresh memory :func:`measure_fresh_memory` faults in.
 FRESH_MEMORY_BYTES = 64 * 1024 * 1024
@@ -462,7 +462,7 @@ def fresh_memory_in_new_process(timeout_s: float = 60.0) -> float:
 #: above which the self-test's row says what it costs. On this project's 2-vCPU Xeon VM, with
 #: steal at 0: 2.5-3.8% for softmax's two sides (the same vector units), 9-19% for oneDNN's
 #: bfloat16 matmul on AMX against a float32 AVX-512 ``sgemm`` (GEMM's reference until section 25),
-#: whose five scores then spread 1.05-1.10 however long they were timed (bench/README.md, issue 14,
+#: whose five scores then spread 1.05-1.10 however long they were timed (docs/research/bench-history.md, issue 14,
 #: section 22). The moments there are each vCPU's own: its one-thread bfloat16 matmul ran at two
 #: speeds a factor of 2 apart for seconds at a time, the float32 one moved 1.3x (section 23).
 HOST_MOMENTS_NOISY = 0.05
@@ -502,7 +502,7 @@ def measure_host_moments(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_M
     of ``turn_s`` seconds gives a speedup, the ratio of the two kernels' median times. ``sd`` is
     the standard deviation of the logs of the ``turns`` speedups (0.05 is about ±5% from one
     moment to the next): pairing cancels a moment only where it slows both
-    sides alike, and this is the part it does not cancel (``bench/host_stretches.py`` measures
+    sides alike, and this is the part it does not cancel (``docs/research/studies/host_stretches.py`` measures
     the same with a problem's own kernels). ``steal`` is the share of the CPUs' time, 0 to 1,
     that the hypervisor gave to others meanwhile (``/proc/stat``): a large ``sd`` with little
     steal is the host's shared hardware (a core's other hyperthread, its vector and matrix units,
@@ -592,7 +592,7 @@ def fresh_memory_check(ms_per_mib: float, reporting: bool | None) -> Check:
     verdict and every paired speedup holds. Above :data:`FRESH_MEMORY_SLOW_MS_PER_MIB`, or with
     free page reporting on, the row says what that costs: each run's readying of its processes
     (their slots and heaps faulted in before the first timed request) takes seconds (3.4 s of a
-    softmax leaderboard run on this project's VM, bench/README.md, issue 14, section 17); on that
+    softmax leaderboard run on this project's VM, docs/research/bench-history.md, issue 14, section 17); on that
     VM, memory-bound code also ran up to 1.6x slower for minutes at a time (GEMM's reference
     modes, whatever their cause inside the host), which moves such kernels' speedups."""
     ok = ms_per_mib <= FRESH_MEMORY_SLOW_MS_PER_MIB and not reporting
@@ -613,7 +613,7 @@ def huge_pages_check(setting: str) -> Check:
     (:func:`~kernelrank.runner.sandbox.child_environment`), and processes run a case at one
     speed. Any other setting passes with a note: every verdict holds, but processes may run the
     bfloat16 cases at one of two speeds, so intervals are wider and scores spread more (1.07
-    against 1.04 at idle, bench/README.md, issue 14, section 15)."""
+    against 1.04 at idle, docs/research/bench-history.md, issue 14, section 15)."""
     ok = setting in ("madvise", "always")
     return Check("containment", "huge pages", "-", "madvise or always",
                  setting if ok else f"{setting} (processes may differ in speed: wider intervals)", True, 0.0,
@@ -644,7 +644,7 @@ def output_reads_check(device: str, method: str | None) -> Check:
     output is read where the child left it. Two fallbacks pass with a note, since every verdict
     holds on them but the checking is slower: ``/proc/<pid>/mem`` (the host refused the call: a
     seccomp profile, ``kernel.yama.ptrace_scope``; 16 MiB read in 4.3 ms instead of 1.7 ms,
-    bench/README.md, issue 14, section 14) and ``slots`` (the child's memory unreadable either
+    docs/research/bench-history.md, issue 14, section 14) and ``slots`` (the child's memory unreadable either
     way: the child copies each output into its shared slots after its call; on CUDA outputs are
     device memory shared with the child in any case). Anything else fails."""
     got = method or "unknown"

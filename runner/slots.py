@@ -133,7 +133,7 @@ class Arena:
         them start past the last input set, which the child never writes to (its outputs are
         where its kernel left them). Reserved, the rooms were most of the file, which the child's
         first request of a larger layout mapped in whole (the pages made and zeroed there: 215 MiB
-        and 0.5 s for five softmax sets of 16 MiB, in each process of each side: bench/README.md,
+        and 0.5 s for five softmax sets of 16 MiB, in each process of each side: docs/research/bench-history.md,
         issue 14).
 
         ``copy``: does the copies, a list of ``(destination, source)`` byte tensors of at most
@@ -326,7 +326,7 @@ class ChildMemory:
 
     Two ways in, the same bytes: ``process_vm_readv(2)`` (one copy, straight into the judge's
     buffer: a 16 MiB output in 1.7 ms on this project's AMD EPYC VM, in 256 KiB pieces), and
-    ``/proc/<pid>/mem`` (the kernel copies through a page of its own: 4.3 ms; bench/README.md,
+    ``/proc/<pid>/mem`` (the kernel copies through a page of its own: 4.3 ms; docs/research/bench-history.md,
     issue 14). The file, opened once the child proved it readable (:meth:`open`), is the
     fallback wherever the call is refused (a seccomp profile, a kernel without it, a child that
     made itself undumpable after its start). ``process_vm_readv`` names the process by its pid,

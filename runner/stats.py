@@ -18,7 +18,7 @@ timings recorded on real machines (``tests/fixtures/timings/``) without a child,
   interval that holds how far they differ (:func:`combine_runs`), and whether they disagree too
   much to rank (:func:`runs_disagree`).
 
-The estimator (see :func:`paired_speedup` and ``bench/README.md``, *Choosing the estimator*): the
+The estimator (see :func:`paired_speedup` and ``docs/research/bench-history.md``, *Choosing the estimator*): the
 20% trimmed mean of the pairs' log ratios, with the Tukey-McLaughlin standard error (Wilcox,
 *Introduction to Robust Estimation and Hypothesis Testing*, 4th ed., section 4.4) widened for
 the pairs' serial correlation, and Student's t. Chosen on timings recorded on this project's
@@ -279,12 +279,12 @@ def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float]
     of the winsorized log ratios in time order, clipped to ``[0, MAX_AUTOCORRELATION]``: the
     effective sample size of an AR(1) series (Wilks, *Statistical Methods in the Atmospheric
     Sciences*, 3rd ed., 5.2.4). Why this estimator and not the mean, the median or the ratio of
-    means: ``bench/README.md``, *Choosing the estimator*.
+    means: ``docs/research/bench-history.md``, *Choosing the estimator*.
 
     **Between processes.** Two processes running the same code on one machine differ in speed by
     a few percent for as long as they live (memory placement and the like: Mytkowicz et al.,
     *Producing Wrong Data Without Doing Anything Obviously Wrong!*, ASPLOS 2009; measured here with
-    ``bench/process_effect.py``). Pairs timed by one pair of processes all share that pair's
+    ``docs/research/studies/process_effect.py``). Pairs timed by one pair of processes all share that pair's
     offset, which no number of pairs averages and the interval above cannot see (issue 14: seven
     runs of a kernel identical to the reference scattered with an sd of 2.4% around intervals of
     ±1.0-1.3%). With ``groups`` the pairs were timed by ``K`` pairs of processes in rotation;
@@ -293,7 +293,7 @@ def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float]
     with those of ``tau^2`` for that part. That part is ``between_se``: more pairs do not shrink
     it, more processes would. The judge times each pair of processes' share of a case in its own
     slice of the run (``harness._Evaluation._rounds``), so a group is also a moment: the
-    machine's speed moving in stretches of seconds, not alike for both sides' code (bench/README.md,
+    machine's speed moving in stretches of seconds, not alike for both sides' code (docs/research/bench-history.md,
     section 7), shows in ``tau^2`` as the processes' offsets do.
 
     Raises:
@@ -423,7 +423,7 @@ def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
 # -- the stop rule ---------------------------------------------------------------------------------
 #: Fewest pairs before an interval may stop a case early (an interval from a handful of pairs is
 #: itself uncertain: cases were seen stopping on three nearly equal calls among calls that varied
-#: by 2x; bench/README.md).
+#: by 2x; docs/research/bench-history.md).
 MIN_PAIRS = 10
 #: Most pairs per case (the field: 100, up to 1000 runs).
 MAX_PAIRS = 1000
@@ -434,7 +434,7 @@ PRECISION = {"cpu": 0.01, "cuda": 0.002}
 #: (``harness._Evaluation._rounds``), per device class, unless
 #: the problem's ``timing`` says otherwise (``CaseTiming.processes``): the per-process offset
 #: (:func:`paired_speedup`, *Between processes*) is averaged over them and shows in the interval.
-#: CPU: 4 (bench/README.md, issue 14: one process of a side ran a softmax case 30% faster than
+#: CPU: 4 (docs/research/bench-history.md, issue 14: one process of a side ran a softmax case 30% faster than
 #: its three siblings for its whole life; three degrees of freedom for the offsets' part, t = 3.2,
 #: where three pairs gave 4.3). CUDA: 1 until measured on a GPU; the offsets of two groups give
 #: the interval one degree of freedom (t = 12.7), which at CUDA's ±0.2% precision would make
@@ -468,7 +468,7 @@ def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_
     processes' offsets (:attr:`Interval.within_half_width`): more time does not shrink those, nor
     does measuring again (a new run draws new processes); they stay in the interval reported.
     Before that rule, five idle runs of one file took 39-49 s (a run with every case at its cap
-    takes about 45 s), and one was marked noisy by its offsets alone (``bench/README.md``,
+    takes about 45 s), and one was marked noisy by its offsets alone (``docs/research/bench-history.md``,
     issue 14).
     """
     n = 0 if interval is None else interval.n
@@ -497,7 +497,7 @@ def run_noisy(combined: Interval, cases: int, noisy_above: float) -> bool:
     its interval (ties marked by overlap). Held case by case instead, the rule refused a third
     of honest softmax leaderboard runs on this project's AMD VMs and left one entry on CI's
     machine unranked through five measurements, the last with a score known to ±9.6% and one
-    bfloat16 case at ±25.7% (issue 14; bench/README.md).
+    bfloat16 case at ±25.7% (issue 14; docs/research/bench-history.md).
 
     Raises:
         ValueError: ``cases`` < 1.

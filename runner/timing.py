@@ -36,7 +36,7 @@ L2_FLUSH_BYTES = 256 * 1024 * 1024
 #: readies each process for its requests and counts a pair only once both processes are warm, so
 #: the 100 ms were 0.8 s of each case's opening on its eight processes: GEMM's idle share inside
 #: timed calls went from 39-48% to 47-49% with 20 ms, its speedups unchanged (3.67-3.73x against
-#: 3.71-4.48x; bench/README.md, issue 14).
+#: 3.71-4.48x; docs/research/bench-history.md, issue 14).
 WARMUP_SECONDS = {"cpu": 0.02, "cuda": 0.025}
 WARMUP_MIN_CALLS = 1
 #: Upper bound on warm-up calls (a fast kernel reaches the seconds only after many calls).
@@ -48,7 +48,7 @@ WARMUP_MAX_CALLS = 200
 #: process when a case's timed requests first hold several input sets (their outputs held
 #: together: a larger heap, a larger slot mapping), fault for one to three requests, at moments
 #: that differ from process to process; counted, those requests were most of what looked like
-#: lasting speed differences between processes (issue 14, ``bench/README.md``).
+#: lasting speed differences between processes (issue 14, ``docs/research/bench-history.md``).
 WARM_FAULTS_PER_CALL = 16
 #: Most requests of one process in a case that may stay uncounted while it faults: a kernel that
 #: allocates fresh memory on every call (its steady state) is timed so after this many.

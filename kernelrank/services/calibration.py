@@ -138,7 +138,7 @@ def over_measurements(measurements: list[list[dict[str, Any]]], noisy_above: flo
     latest measurement has no noisy run and all its runs together agree. With more runs the
     runs' part of the interval narrows as ``sqrt(tau^2 / k)``, so a machine whose speed moved
     between two runs is averaged over more of its moments rather than read at one (issue 14:
-    the GEMM reference's modes lasting minutes, bench/README.md section 11). The stored spread
+    the GEMM reference's modes lasting minutes, docs/research/bench-history.md section 11). The stored spread
     is the first measurement's only: a measurement made again is one selected for disagreeing,
     and the board's pool (:func:`board_spread`) must stay unbiased.
 
@@ -172,7 +172,7 @@ def board_spread(session: Session, revision_id: int, device: str, exclude_id: in
     own (``submissions.runs_spread``, one degree of freedom each: a leaderboard submission's two
     runs); ``None`` when none did. Two runs estimate their spread from one difference; a board's
     many submissions, each such a difference on the same machine and reference, estimate it
-    well (issue 14, bench/README.md)."""
+    well (issue 14, docs/research/bench-history.md)."""
     query = (select(Submission.runs_spread)
              .where(Submission.problem_revision_id == revision_id, Submission.device == device,
                     Submission.runs_spread.is_not(None))

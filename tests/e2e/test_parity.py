@@ -8,7 +8,7 @@ The service is the embedded one (SQLite, filesystem broker, ``kernelrank serve``
 the judgement does not depend on the backend, and ``tests/e2e/test_service.py`` covers Redis and
 PostgreSQL. Submissions go in as the admin (exempt from the per-user limits) all at once; while the
 runner works through them, this test runs ``kernelrank eval --json`` on each file, one at a time.
-The wall time is printed (``-s``) and recorded in bench/README.md.
+The wall time is printed (``-s``) and recorded in docs/research/bench-history.md.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ VERDICT_TIMEOUT = 600.0
 #: Times a leaderboard entry is requeued by the admin when it came back too noisy (after the
 #: service's own measurements made again, settings.remeasures). Held case by case, a third of honest softmax runs on this project's AMD VMs were (a
 #: bfloat16 case at ±25-120%), and one entry on CI's machine five times in a row; held on the score
-#: (stats.run_noisy), none of the runs recorded at idle here were (bench/README.md).
+#: (stats.run_noisy), none of the runs recorded at idle here were (docs/research/bench-history.md).
 REMEASURE = 4
 FINAL = {"passed", "failed", "error", "timeout", "compile_error", "rejected"}
 WRONG = {"softmax": "wrong_single_block.py", "gemm": "wrong_transposed.py", "mla_decode": "wrong_no_causal_mask.py"}

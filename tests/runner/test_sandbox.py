@@ -174,7 +174,7 @@ def test_large_blocks_are_page_aligned_huge_pages_where_the_host_has_them(double
     allocator aligns blocks of 2 MiB or more to a page and advises them ``MADV_HUGEPAGE``
     (``THP_MEM_ALLOC_ENABLE``, ``sandbox.child_environment``), whether the child starts cold or
     is forked from a zygote: processes otherwise ran the bfloat16 softmax cases at one of two
-    speeds for their life (bench/README.md, issue 14, section 15). Elsewhere it is not asked for."""
+    speeds for their life (docs/research/bench-history.md, issue 14, section 15). Elsewhere it is not asked for."""
     from kernelrank.runner.sandbox import host_huge_pages
 
     report = _report(double, options, "report_memory.py", start)

@@ -270,7 +270,7 @@ def test_runs_that_agree_combine_to_their_geometric_mean() -> None:
 
 def test_runs_that_disagree_widen_the_interval_and_are_not_ranked() -> None:
     """A GEMM run whose reference ran 1.5x slower for the whole run beside one that did not
-    (bench/README.md, issue 14): each run's interval is narrow and excludes the other's speedup;
+    (docs/research/bench-history.md, issue 14): each run's interval is narrow and excludes the other's speedup;
     the combination's interval holds both, its runs' part is in ``between_se`` (so that
     :func:`stats.run_noisy`, which holds the part that more pairs shrink, is not what refuses
     it), and the runs disagree."""
@@ -323,7 +323,7 @@ def test_two_runs_intervals_hold_the_truth_better_than_one(sd: float, single: tu
                                                            disagree: tuple[float, float]) -> None:
     """Simulated pairs of runs whose true speedup moves between runs by ``sd`` (of the log), each
     run known to +-3%. Steady (sd 0): all hold the truth in 95% of cases, and runs never
-    disagree. With softmax's spread between idle runs (sd 4%, bench/README.md), one run's
+    disagree. With softmax's spread between idle runs (sd 4%, docs/research/bench-history.md), one run's
     interval holds the long-run speedup in about half the runs, the two runs' combined interval
     alone in about three quarters (the runs' spread estimated from one difference, with
     DerSimonian and Laird's normal quantile), and 3% of such submissions are not ranked. On a
@@ -394,7 +394,7 @@ def _recorded_scores() -> list[tuple[str, list[list[stats.Interval]]]]:
 def test_recorded_scores_of_one_file_cannot_be_told_apart() -> None:
     """Five scores of one file, each from a leaderboard submission's two runs in a row, recorded
     at idle on this project's AMD VM (softmax and GEMM, their example and a kernel identical to
-    the reference; ``bench/README.md``, issue 14). One file against itself must read as a tie:
+    the reference; ``docs/research/bench-history.md``, issue 14). One file against itself must read as a tie:
     every two of its combined scores' intervals overlap, and an identical kernel's hold 1.
     Single runs did not: six pairs of GEMM runs' intervals were apart (2.392x, +-0.9%, against
     2.486x, +-1.4%), and one identical softmax run's interval missed 1 (0.981x, 0.966-0.997)."""
@@ -416,7 +416,7 @@ def test_recorded_scores_of_one_file_cannot_be_told_apart() -> None:
 
 
 def test_a_run_in_the_machines_other_mode_disagrees_with_its_neighbour() -> None:
-    """Two GEMM runs of 2026-11-26 (bench/README.md section 8): one whose reference ran in the slow
+    """Two GEMM runs of 2026-11-26 (docs/research/bench-history.md section 8): one whose reference ran in the slow
     mode for all its 52 s, scored 3.683 us (3.450-3.931), and one in the fast mode from start to
     end, 2.540 us (2.444-2.640). Each alone is known well enough to rank; as two runs of one
     submission (speedups on one basis) they disagree, so it is not ranked until measured again."""

@@ -50,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
 #: The judge's children's thread settings (``runner.sandbox.child_environment``), set before
