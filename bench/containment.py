@@ -2,7 +2,7 @@
 judge's window less the child's claim, contained (frozen outside requests) and not; and what the
 checks of issue 43 cost per request: reading the job's CPU time (twice a request, inside the
 window), reading the child's mappings for the output's address (once a request, outside it) and
-the CPU-time rule itself (``stats.cpu_charges``, once a case).
+the CPU-time rule itself (``judging.cpu_charges``, once a case).
 
 Usage: ``.venv/bin/python bench/containment.py [--calls 60]`` (as root, for cgroups). Prints
 p10/p50/p90 in µs. The kernel is the softmax example on a 4096x1024 float32 input (16 MiB in,
@@ -80,14 +80,14 @@ def rule_cost(requests: int = 1000) -> None:
     """The CPU-time rule's own cost per request (µs): a case of ``requests`` single-call requests."""
     import random
 
-    from kernelrank.runner import stats
+    from kernelrank.runner import judging
 
     rng = random.Random(0)
     claims = [rng.randint(1_000_000, 2_000_000) for _ in range(requests)]
     cpu = [2 * c + rng.randint(4_000_000, 6_000_000) for c in claims]
     t0 = time.perf_counter_ns()
-    path = stats.cpu_path(claims, cpu, 2)
-    stats.cpu_charges(claims, cpu, path, 2)
+    path = judging.cpu_path(claims, cpu, 2)
+    judging.cpu_charges(claims, cpu, path, 2)
     per = (time.perf_counter_ns() - t0) / requests / 1e3
     print(f"{'':>22}  CPU-time rule: {per:.2f} µs a request ({requests} requests, once a case, after timing)")
 

@@ -244,12 +244,16 @@ class Worker:
         self.warmup_max_calls = WARMUP_MAX_CALLS
         self.warmup_min_calls = WARMUP_MIN_CALLS
         self.previous = PreviousOutput()
+        #: the submission's outputs this process still holds (the last request's, which the judge
+        #: read in place, and the previous call's), let go inside the next call's clock (:meth:`_call`)
+        self.pending: list[Any] = []
         self.slots: Any = None
         self.calls = 0
         #: launches of Triton kernels under Triton's interpreter so far (:meth:`_interpreted_launches`)
         self.interpreted = 0
         if slots_fd >= 0:
-            from kernelrank.runner.slots import CudaIpc, Mapping
+            from kernelrank.runner.mapping import Mapping
+            from kernelrank.runner.device_slots import CudaIpc
 
             # [issue 16] on CUDA the judge's input sets and the output slot are device memory it shares by CUDA IPC
             self.slots = Mapping(slots_fd, ipc=CudaIpc() if device == "cuda" else None)
@@ -287,7 +291,7 @@ class Worker:
 
         torch.ones(1 << 20).mul_(2)
         # bytes 0..63 at a known address: the judge checks it can read this process's memory
-        # (outputs are then read in place, see slots.Mapping.put_output)
+        # (outputs are then read in place, see mapping.Mapping.put_output)
         self.memory_probe = torch.arange(64, dtype=torch.uint8)
         # Everything imported so far (torch: ~10^5 objects) moves to the collector's permanent
         # generation, so a full collection that falls inside a timed call walks only what was made
@@ -317,7 +321,7 @@ class Worker:
 
     def op_go(self, msg: dict[str, Any]) -> dict[str, Any]:
         """``repeat`` calls back to back (default 1) on the input set the judge placed in the shared
-        slots (``inputs``: its layout, :class:`~kernelrank.runner.slots.Mapping`), each timed by the
+        slots (``inputs``: its layout, :class:`~kernelrank.runner.mapping.Mapping`), each timed by the
         device's timer; the last call's output is copied into the output slot. Answers the claimed
         times (``times_ns``) and the output's description. With several input sets (``inputs``
         has ``sets``: :meth:`~kernelrank.runner.slots.Arena.place_sets`), one call on each, in
@@ -328,7 +332,7 @@ class Worker:
         keeps nothing."""
         if self.slots is None:
             return {"ok": False, "kind": "protocol", "message": "no shared slots"}
-        self.slots.held = []
+        self._hold_back()
         sets = msg["inputs"].get("sets")
         if sets is not None:
             return self._go_sets(msg, sets)
@@ -343,14 +347,17 @@ class Worker:
         if msg.get("graph") and hasattr(self.timer, "time_graph"):  # pragma: no cover - GPU-only: CUDA graphs
             # [issue 16] the problem's timing.cuda.cuda_graph: the calls captured in one graph, launched once
             self.calls += repeat
+            self.pending.clear()  # not timed by events around a captured graph: let go before it
             out, times = self.timer.time_graph(self.kernel, data, repeat)
             with judges_own():
                 alias = _alias(out, inputs, self.previous, self.calls)
                 self.previous.track(out)
-        for _ in range(0 if times else repeat):
+        for i in range(0 if times else repeat):
+            if i:
+                self.pending.append(out)
             out = None
             self.calls += 1
-            out, ns = self.timer.time_call(self.kernel, data)
+            out, ns = self.timer.time_call(self._call, data)
             times.append(ns)
             with judges_own():
                 alias = alias or _alias(out, inputs, self.previous, self.calls)
@@ -359,17 +366,35 @@ class Worker:
         with judges_own():
             reply = {"ok": True, "times_ns": times, **self.slots.put_output(out, bool(msg.get("direct"))),
                      **({"alias": alias} if alias else {}), **({"interpreted": True} if interpreted else {})}
+            self.pending.append(out)
             del out, data
         return reply
 
+    def _hold_back(self) -> None:
+        """At a request's start: the outputs the judge read in place (``slots.held``) join
+        :attr:`pending`, to be let go inside the first call's clock, never before it."""
+        if self.slots is not None and self.slots.held:
+            self.pending.extend(self.slots.held)
+            self.slots.held = []
+
+    def _call(self, data: Any) -> Any:
+        """The submission's call as the timer times it: first the outputs this process still holds
+        are let go (so a finalizer or ``__del__`` of the submission's that fires on them runs
+        inside the clock, timed, never in the child's bookkeeping before it; the reference pays
+        the same frees), then ``custom_kernel(data)``."""
+        pending = self.pending
+        if pending:
+            pending.clear()
+        return self.kernel(data)
+
     def op_reserve(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Ready this process for the timed requests of a case, before the first: map the shared
-        slots at ``size`` bytes with their pages faulted in (:meth:`~kernelrank.runner.slots.Mapping.prepare`),
+        slots at ``size`` bytes with their pages faulted in (:meth:`~kernelrank.runner.mapping.Mapping.prepare`),
         and give the heap ``heap`` bytes of free, faulted pages (:func:`reserve_heap`: pages
         already there cost little). The submission is not called."""
         if self.slots is None:
             return {"ok": False, "kind": "protocol", "message": "no shared slots"}
-        self.slots.held = []
+        self._hold_back()  # kept until the next call's clock: no submitted code runs in this request
         size = msg.get("size")
         if isinstance(size, int) and size > 0:
             self.slots.prepare(size)
@@ -386,12 +411,13 @@ class Worker:
                 data = self.slots.build({"size": size, "data": layout["data"], "out": layout["out"]}, self.device)
                 inputs = _storages(data)
             self.calls += 1
-            out, ns = self.timer.time_call(self.kernel, data)
+            out, ns = self.timer.time_call(self._call, data)
             times.append(ns)
             with judges_own():
                 alias = _alias(out, inputs, self.previous, self.calls)
                 self.previous.track(out)
                 outs.append({**self.slots.put_output(out, bool(msg.get("direct"))), **({"alias": alias} if alias else {})})
+                self.pending.append(out)
                 del out, data
         interpreted = self._interpreted_launches() > launches
         return {"ok": True, "times_ns": times, "outs": outs, **({"interpreted": True} if interpreted else {})}

@@ -32,11 +32,11 @@ module only orchestrates. The judge (this process)
    free memory, all faulted in), and a pair counts only once both of its processes are warm
    (one of their requests page-faulted next to never, :meth:`_Side.settle`): the pairs before
    are timed and checked, not counted. Each request counts for its claims or the
-   judge's window less the reference's overhead (:func:`~kernelrank.runner.stats.judged_times`);
+   judge's window less the reference's overhead (:func:`~kernelrank.runner.judging.judged_times`);
    each pair of requests on the same sets gives a ratio,
    and the case's speedup and its 95% interval come from those ratios
    (:func:`~kernelrank.runner.stats.paired_speedup`); a case is timed until the stop rule says
-   (:func:`~kernelrank.runner.stats.stop_rule`: precise enough, budget spent, or still too noisy
+   (:func:`~kernelrank.runner.judging.stop_rule`: precise enough, budget spent, or still too noisy
    at the cap). The case's time is the reference time (the service's calibration for the
    revision and device queue, or this run's) divided by its speedup; the score is their
    geometric mean, not ranked when its interval is too wide
@@ -53,7 +53,7 @@ Countermeasures beyond checking values (each ends the run with a reason):
 - an output sharing memory with an input or with the previous call's output fails its case;
 - functions the child's harness relies on found replaced (a tripwire inside the child, see
   :mod:`~kernelrank.runner.integrity`), or claims the judge's clock cannot support
-  (:func:`~kernelrank.runner.stats.wall_check`), reject the run;
+  (:func:`~kernelrank.runner.judging.wall_check`), reject the run;
 - a speedup over the reference beyond the problem's ``review_speedup`` marks a passing result
   ``needs_review`` for an administrator.
 
@@ -84,7 +84,7 @@ import torch
 
 from kernelrank.format import duration, speedup
 from kernelrank.problems import Case, CaseTiming, Mode, ProblemSpec
-from kernelrank.runner import gpuinfo, isolation, stats
+from kernelrank.runner import gpuinfo, isolation, judging, stats
 from kernelrank.runner.checking import check_output, close_in_pieces, close_to_reader, piece_bounds
 from kernelrank.runner.child import resolve_vector_math, steady_allocator
 from kernelrank.runner.devices import DeviceInfo, cpu_threads, device_info
@@ -269,7 +269,7 @@ class _Set:
 @dataclass
 class _Side:
     """One side of a case's pairs, the submission or the reference: its processes (one per round
-    of the case's slices, :data:`~kernelrank.runner.stats.PROCESSES`; ``current`` is the one
+    of the case's slices, :data:`~kernelrank.runner.judging.PROCESSES`; ``current`` is the one
     making the next request), per counted call its claim, the judge's window around its ``go``
     request and the CPU time of its main thread in that window (ns)."""
 
@@ -337,7 +337,7 @@ class _Side:
 
     def main_unexplained(self) -> list[int]:
         """Per request, the main thread's CPU time during the window less its claims (ns)."""
-        return [m - c for m, c in zip(self.main_cpu, stats.request_claims(self.claims, self.sizes, len(self.windows)))]
+        return [m - c for m, c in zip(self.main_cpu, judging.request_claims(self.claims, self.sizes, len(self.windows)))]
 
 
 @dataclass
@@ -406,58 +406,58 @@ class _Paired:
         sides by the same two rules, each against the path of this runner measured on the
         reference's requests of the same case (trusted code, same sandbox, freezer and socket):
 
-        - the job's CPU time (:func:`~kernelrank.runner.stats.cpu_charges`): what the whole job
+        - the job's CPU time (:func:`~kernelrank.runner.judging.cpu_charges`): what the whole job
           (every thread and process in its cgroup) used in a batch's windows beyond its claims on
           every core and the path's CPU time (median, spread shrinking by batch) is charged to the
           batch's calls; load cannot widen it, and work on any thread outside the calls pays;
-        - the judge's clock (:func:`~kernelrank.runner.stats.judge_batches`): a batch whose windows
+        - the judge's clock (:func:`~kernelrank.runner.judging.judge_batches`): a batch whose windows
           the (charged) claims and the path's median overhead do not explain within the path's
           spread counts for its windows less the path.
 
         The overhead returned is the low quantile the gross-lie rule starts from
-        (:func:`~kernelrank.runner.stats.wall_check`). With fewer than
-        :data:`~kernelrank.runner.stats.RUNNER_OVERHEAD_MIN_SAMPLES` reference requests, claims
-        stand beside the reference's overhead at :data:`~kernelrank.runner.stats.ALLOWANCE_QUANTILE`
-        (:func:`~kernelrank.runner.stats.judged_times`).
+        (:func:`~kernelrank.runner.judging.wall_check`). With fewer than
+        :data:`~kernelrank.runner.judging.RUNNER_OVERHEAD_MIN_SAMPLES` reference requests, claims
+        stand beside the reference's overhead at :data:`~kernelrank.runner.judging.ALLOWANCE_QUANTILE`
+        (:func:`~kernelrank.runner.judging.judged_times`).
         """
-        overhead = stats.overhead(self.ref.claims, self.ref.windows, self.ref.sizes)
-        if len(self.ref.windows) < stats.RUNNER_OVERHEAD_MIN_SAMPLES:
-            allowance = stats.overhead(self.ref.claims, self.ref.windows, self.ref.sizes, stats.ALLOWANCE_QUANTILE)
-            return (stats.judged_times(self.sub.claims, self.sub.windows, allowance, self.sub.sizes),
-                    stats.judged_times(self.ref.claims, self.ref.windows, allowance, self.ref.sizes), overhead)
+        overhead = judging.overhead(self.ref.claims, self.ref.windows, self.ref.sizes)
+        if len(self.ref.windows) < judging.RUNNER_OVERHEAD_MIN_SAMPLES:
+            allowance = judging.overhead(self.ref.claims, self.ref.windows, self.ref.sizes, judging.ALLOWANCE_QUANTILE)
+            return (judging.judged_times(self.sub.claims, self.sub.windows, allowance, self.sub.sizes),
+                    judging.judged_times(self.ref.claims, self.ref.windows, allowance, self.ref.sizes), overhead)
         sub, ref = self.charged()
-        path = stats.runner_overhead([w - c for w, c in zip(
-            self.ref.windows, stats.request_claims(self.ref.claims, self.ref.sizes, len(self.ref.windows)))])
-        return (stats.judge_batches(sub, self.sub.windows, path, self.sub.sizes).judged_ns,
-                stats.judge_batches(ref, self.ref.windows, path, self.ref.sizes).judged_ns, overhead)
+        path = judging.runner_overhead([w - c for w, c in zip(
+            self.ref.windows, judging.request_claims(self.ref.claims, self.ref.sizes, len(self.ref.windows)))])
+        return (judging.judge_batches(sub, self.sub.windows, path, self.sub.sizes).judged_ns,
+                judging.judge_batches(ref, self.ref.windows, path, self.ref.sizes).judged_ns, overhead)
 
     def charged(self) -> tuple[list[float], list[float]]:
         """Both sides' claims (ns per call) with the CPU time their jobs used outside them
-        charged (:func:`~kernelrank.runner.stats.cpu_charges`); the claims as they are where a
+        charged (:func:`~kernelrank.runner.judging.cpu_charges`); the claims as they are where a
         side's job CPU time was not readable on every request."""
         if not (_readable(self.sub.job_cpu) and _readable(self.ref.job_cpu)):
             return [float(c) for c in self.sub.claims], [float(c) for c in self.ref.claims]
-        path = stats.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
-        return (stats.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes).judged_ns,  # type: ignore[arg-type]
-                stats.cpu_charges(self.ref.claims, self.ref.job_cpu, path, self.cores, self.ref.sizes).judged_ns)  # type: ignore[arg-type]
+        path = judging.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
+        return (judging.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes).judged_ns,  # type: ignore[arg-type]
+                judging.cpu_charges(self.ref.claims, self.ref.job_cpu, path, self.cores, self.ref.sizes).judged_ns)  # type: ignore[arg-type]
 
     def cpu_judgement(self) -> dict[str, Any] | None:
-        """The submission's :func:`~kernelrank.runner.stats.cpu_charges` figures (batches charged,
+        """The submission's :func:`~kernelrank.runner.judging.cpu_charges` figures (batches charged,
         the allowance and the median unexplained CPU per call in wall ns), for the case's record;
         ``None`` where not judged so."""
-        if len(self.ref.windows) < stats.RUNNER_OVERHEAD_MIN_SAMPLES or not (
+        if len(self.ref.windows) < judging.RUNNER_OVERHEAD_MIN_SAMPLES or not (
                 _readable(self.sub.job_cpu) and _readable(self.ref.job_cpu)):
             return None
-        path = stats.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
-        j = stats.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes)  # type: ignore[arg-type]
+        path = judging.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
+        j = judging.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes)  # type: ignore[arg-type]
         return {**j.to_dict(), "cores": self.cores, "path_median_ns": path.median_ns, "path_spread_ns": path.spread_ns}
 
     def paired_times(self) -> tuple[list[float], list[float]]:
         """Per pair (one request of each side on the same input sets), the submission's and the
         reference's judged time (ns): their calls' judged times together."""
         sub, ref, _ = self.judged()
-        return (stats.request_claims(sub, self.sub.sizes, len(self.sub.windows)),
-                stats.request_claims(ref, self.ref.sizes, len(self.ref.windows)))
+        return (judging.request_claims(sub, self.sub.sizes, len(self.sub.windows)),
+                judging.request_claims(ref, self.ref.sizes, len(self.ref.windows)))
 
     def grouped(self) -> bool:
         """Whether the pairs were timed by several pairs of processes."""
@@ -749,11 +749,11 @@ class _Evaluation:
     def processes(self, interpreted: bool = False) -> int:
         """Pairs of processes that time a case's pairs, one per round of its slices
         (:meth:`_rounds`): the problem's ``timing.<device>.processes``
-        or the device's default (:data:`~kernelrank.runner.stats.PROCESSES`), unless the options
+        or the device's default (:data:`~kernelrank.runner.judging.PROCESSES`), unless the options
         set them; one for a submission run under Triton's interpreter (no pairs are timed)."""
         if interpreted:
             return 1
-        return self.options.processes or self.timing.processes or stats.PROCESSES[self.device]  # type: ignore[index]
+        return self.options.processes or self.timing.processes or judging.PROCESSES[self.device]  # type: ignore[index]
 
     def _timed_phase(self, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
         """Time every benchmark case in pairs with the reference (module docstring, step 3), then
@@ -880,7 +880,7 @@ class _Evaluation:
         r = paired.result
         sub, ref, overhead = paired.judged()
         main_overhead = statistics.median(paired.ref.main_unexplained()) if paired.ref.main_cpu else 0.0
-        r.wall_check = stats.wall_check(paired.sub.claims, paired.sub.windows, paired.sub.main_cpu, overhead,
+        r.wall_check = judging.wall_check(paired.sub.claims, paired.sub.windows, paired.sub.main_cpu, overhead,
                                         max(0.0, main_overhead), paired.sub.sizes)
         # the job's CPU time outside the claims, as charged (issue 43): 0 batches for honest code
         r.wall_check["job_cpu"] = paired.cpu_judgement()
@@ -1013,8 +1013,8 @@ class _Evaluation:
             spent = paired.spent_s + now - started
             seen_all = paired.slices >= k_processes or (paired.slices == k_processes - 1 and process in paired.sub.procs)
             if seen_all:
-                stop, noisy = stats.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
-                                              stats.PRECISION[self.device], target=timing.target)
+                stop, noisy = judging.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
+                                              judging.PRECISION[self.device], target=timing.target)
                 if stop:
                     r.noisy = noisy
                     paired.done = True
@@ -1100,7 +1100,7 @@ class _Evaluation:
         """Input sets (calls) per timed request: on the CPU as many as :data:`REQUEST_SECONDS`
         of the faster side's warm-up call hold, at most :data:`MAX_SETS_PER_REQUEST`, what
         :data:`BATCH_BYTES` holds, and few enough that the case's budget (``budget_s``, seconds)
-        holds :data:`~kernelrank.runner.stats.MIN_PAIRS` pairs (the calls taking
+        holds :data:`~kernelrank.runner.judging.MIN_PAIRS` pairs (the calls taking
         :data:`TIMED_SHARE_GUESS` of it), so that short budgets still give an interval; one on
         CUDA (its calls are judged in batches of requests, :meth:`_Paired.judged`)."""
         if self.device != "cpu":
@@ -1108,7 +1108,7 @@ class _Evaluation:
         call_ns = min(t for t in (paired.sub.warm_ns, paired.ref.warm_ns, 1 << 62) if t > 0)
         by_time = max(1, math.ceil(REQUEST_SECONDS * 1e9 / call_ns))
         by_memory = max(1, BATCH_BYTES // max(1, first.nbytes))
-        by_budget = max(1, int(budget_s * 1e9 * TIMED_SHARE_GUESS / (2 * stats.MIN_PAIRS * call_ns)))
+        by_budget = max(1, int(budget_s * 1e9 * TIMED_SHARE_GUESS / (2 * judging.MIN_PAIRS * call_ns)))
         return max(1, min(by_time, by_memory, by_budget, MAX_SETS_PER_REQUEST))
 
     def _batch_size(self, paired: _Paired, first: _Set, left_s: float, per_request: int = 1) -> int:

@@ -53,7 +53,7 @@ class CaseResult:
     Benchmark cases in timed modes are timed in pairs with the reference (same run, same path,
     alternating call by call on the same fresh inputs): ``timing`` and ``ref_timing`` hold each
     side's :class:`~kernelrank.runner.stats.TimingStats` as a dict in ns (the raw times, as judged:
-    :func:`~kernelrank.runner.stats.judged_times`); ``ref_mean_ns`` is ``ref_timing``'s mean;
+    :func:`~kernelrank.runner.judging.judged_times`); ``ref_mean_ns`` is ``ref_timing``'s mean;
     ``speedup`` is the paired estimate (:func:`~kernelrank.runner.stats.paired_speedup`) and
     ``speedup_ci`` its 95% interval ``[low, high]``; ``reference_ns`` the reference time the case's
     time is based on (the service's calibration, or this run's reference) and ``time_ns =

@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from kernelrank.runner import cgroups, isolation, jobdisk, slots
 from kernelrank.runner import limits as rlimits
+from kernelrank.runner.device_slots import CudaIpc
 from kernelrank.runner.wire import Channel, ChannelClosed, ChannelTimeout, WireError
 
 log = logging.getLogger(__name__)
@@ -333,7 +334,7 @@ class SubmissionProcess:
                 os.chown(path, self.plan.uid, self.plan.uid)
             ProcessWatch(-1, self.plan.uid).kill_all()  # leftovers of a dead judge that had this pid
         # [issue 16] on CUDA the slots are device memory shared with the child through CUDA IPC
-        self.arena = slots.Arena(ipc=slots.CudaIpc() if device == "cuda" else None)
+        self.arena = slots.Arena(ipc=CudaIpc() if device == "cuda" else None)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.max_message_bytes = max_message_bytes
         self.channel = Channel(parent_sock, max_message_bytes=max_message_bytes)

@@ -14,7 +14,7 @@ sandbox a job's child gets (namespaces, read-only view, cgroup, limits), on the 
   within what its docstring expects (:func:`attack_meta`; ``Known gap:`` entries are reported,
   not failed);
 - **judge's clock**: the runner's per-request overhead (:func:`measure_overhead`), the base of the
-  judge's cross-check of claims at kernel scale (:func:`~kernelrank.runner.stats.judge_batches`),
+  judge's cross-check of claims at kernel scale (:func:`~kernelrank.runner.judging.judge_batches`),
   and whether outputs are checked in one native pass (:func:`output_check_row`);
 - **containment**: what bounds the child's host memory (a cgroup, or not: reported), how the
   judge reads the child's outputs (:func:`output_reads_check`), whether the children's large
@@ -667,7 +667,7 @@ _NOOP = "def custom_kernel(data):\n    return data[0].clone()\n"
 
 
 def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUESTS) -> tuple[Any, dict[str, Any]]:
-    """The runner's per-request overhead (:func:`~kernelrank.runner.stats.runner_overhead`) from
+    """The runner's per-request overhead (:func:`~kernelrank.runner.judging.runner_overhead`) from
     ``go`` requests of a call that only copies a 4-element input, through the same sandbox,
     freezer and socket as a job; and the probe child's isolation record
     (:meth:`~kernelrank.runner.sandbox.SubmissionProcess.start`), its ``host_memory`` what bounds
@@ -683,7 +683,7 @@ def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUES
     from kernelrank.runner import isolation
     from kernelrank.runner.limits import SandboxLimits
     from kernelrank.runner.sandbox import SubmissionProcess, host_memory_bound
-    from kernelrank.runner.stats import runner_overhead
+    from kernelrank.runner.judging import runner_overhead
 
     method, _ = isolation.choose("auto")
     child = SubmissionProcess(_NOOP, device, 1 if device == "cpu" else 0, scratch_dir=scratch, method=method,

@@ -4,20 +4,20 @@ One anonymous memory file (``memfd_create(2)``) per child, mapped by both. While
 frozen (:mod:`~kernelrank.runner.cgroups`) the judge writes a call's inputs into it
 (:meth:`Arena.place`) and reserves an output slot after them; the ``go`` request carries only
 the layout (offsets, dtypes, shapes). Inside the window the child builds tensors that *are* that
-memory (:meth:`Mapping.build`: views, no copy), calls the kernel, and copies the output into the
-output slot (:meth:`Mapping.put_output`); after the child is frozen again the judge reads it from
+memory (:meth:`~kernelrank.runner.mapping.Mapping.build`: views, no copy), calls the kernel, and copies the output into the
+output slot (:meth:`~kernelrank.runner.mapping.Mapping.put_output`); after the child is frozen again the judge reads it from
 there (:meth:`Arena.read_output`), so no code of the child runs while its inputs are placed or its
 output is read. Inputs may be overwritten by the kernel: the judge keeps its own pristine copy and
 places fresh ones for every input set.
 
-On CUDA (:class:`DeviceSlots`, [issue 16]) the slots are device memory: the judge generates the
+On CUDA (:class:`~kernelrank.runner.device_slots.DeviceSlots`) the slots are device memory: the judge generates the
 inputs on the GPU, keeps its pristine copy there, and copies each input set into one device
 buffer it shares with the child once through CUDA IPC (``cudaIpcGetMemHandle`` by way of torch's
 ``_share_cuda_``; the handle travels in the layout, a few hundred bytes of JSON). The child opens
-it once per buffer (:class:`Mapping`), builds its input tensors as views of it, and copies its
+it once per buffer (:class:`~kernelrank.runner.mapping.Mapping`), builds its input tensors as views of it, and copies its
 output into the output slot on the device before it answers; the judge checks that output on the
 device. No tensor data crosses the host: only control messages cross the socket. The IPC calls
-themselves are :class:`CudaIpc` (GPU-only); the layout and the protocol are the same code on the
+themselves are :class:`~kernelrank.runner.device_slots.CudaIpc` (GPU-only); the layout and the protocol are the same code on the
 CPU, tested with an in-process stand-in for IPC.
 """
 
@@ -31,11 +31,14 @@ import os
 import re
 import select
 import threading
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from kernelrank.runner.wire import DTYPES, dtype_name
+
+if TYPE_CHECKING:
+    from kernelrank.runner.device_slots import DeviceSlots
 
 #: Every tensor starts on a multiple of this many bytes (cache line; also SIMD loads).
 ALIGN = 128
@@ -74,7 +77,7 @@ class SlotError(ValueError):
 
 class Arena:
     """The judge's side: owns the memory file (``fd``, inherited by the child), and on CUDA the
-    device slots (``ipc``: a :class:`CudaIpc`, or a stand-in in tests), which then hold every
+    device slots (``ipc``: a :class:`~kernelrank.runner.device_slots.CudaIpc`, or a stand-in in tests), which then hold every
     input set and output instead of the memory file."""
 
     def __init__(self, ipc: Any = None) -> None:
@@ -88,7 +91,11 @@ class Arena:
         self.out_bytes = 0
         #: per input set of the last layout, its output slot ``(offset, bytes)``
         self.outs: list[tuple[int, int]] = []
-        self.device: DeviceSlots | None = DeviceSlots(ipc) if ipc is not None else None
+        self.device: DeviceSlots | None = None
+        if ipc is not None:  # GPU slots (their module imports this one's helpers)
+            from kernelrank.runner.device_slots import DeviceSlots
+
+            self.device = DeviceSlots(ipc)
 
     def _ensure(self, size: int) -> None:
         if size <= self.size and self._map is not None:
@@ -529,271 +536,3 @@ def _place(v: Any, whole: torch.Tensor, cursor: list[int],
     if isinstance(v, dict):
         return {"__dict__": {str(k): _place(x, whole, cursor, pending) for k, x in v.items()}}
     return v
-
-
-class DeviceSlots:
-    """[issue 16] The judge's device slots: one device buffer shared with the child through CUDA
-    IPC, grown (a new buffer, a new ``generation``) when an input set does not fit.
-
-    Args:
-        ipc: :class:`CudaIpc` (``allocate``, ``share``, ``fence``, ``release``); tests pass an
-            in-process stand-in.
-
-    The layout :meth:`place` returns is the host slots' tree plus ``"ipc": {"generation",
-    "handle"}``; the child opens a handle once per generation. Every buffer shared stays allocated
-    until :meth:`close` (the child may still map it), which releases them all.
-    """
-
-    def __init__(self, ipc: Any):
-        self.ipc = ipc
-        self.buf: torch.Tensor | None = None
-        self.size = 0
-        self.generation = 0
-        self.handle: Any = None
-        self.out_offset = 0
-        self.out_bytes = 0
-        self._shared: list[tuple[torch.Tensor, Any]] = []
-
-    def place(self, data: Any, out_bytes: int) -> dict[str, Any]:
-        """Copy ``data``'s tensors (already on the device: the judge generated them there and
-        keeps them as its pristine copy) into the buffer, reserve ``out_bytes``, wait until the
-        copies are done (the child reads them from another process); the ``go`` layout."""
-        need = nbytes(data) + _align(out_bytes) + ALIGN
-        if self.buf is None or need > self.size:
-            size = max(GROW_BYTES, 1 << (need - 1).bit_length())
-            self.buf = self.ipc.allocate(size)
-            self.size = size
-            self.generation += 1
-            self.handle = self.ipc.share(self.buf)
-            self._shared.append((self.buf, self.handle))
-        assert self.buf is not None
-        cursor = [0]
-        tree = _place(data, self.buf, cursor)
-        self.out_offset, self.out_bytes = cursor[0], _align(out_bytes)
-        self.ipc.fence()
-        return {"size": self.size, "data": tree, "out": [self.out_offset, self.out_bytes],
-                "ipc": {"generation": self.generation, "handle": self.handle}}
-
-    def read_output(self, desc: Any) -> torch.Tensor:
-        """A device copy of the output the child wrote into its slot (after it answered: it waited
-        for its device first), checked on the device by the judge.
-
-        Raises:
-            SlotError: as :meth:`Arena.read_output`.
-        """
-        return self.output_view(desc).clone()
-
-    def output_view(self, desc: Any) -> torch.Tensor:
-        """The output the child wrote into its slot, as a view of the device buffer (valid until
-        the next :meth:`place`).
-
-        Raises:
-            SlotError: as :meth:`Arena.read_output`.
-        """
-        dtype, shape, numel, size = _described(desc, self.out_bytes)
-        assert self.buf is not None
-        if numel == 0:
-            return torch.empty(shape, dtype=dtype, device=self.buf.device)
-        return self.buf[self.out_offset:self.out_offset + size].view(dtype).view(shape)
-
-    def close(self) -> None:
-        for buf, handle in self._shared:
-            self.ipc.release(buf, handle)
-        self._shared.clear()
-        self.buf = None
-
-
-class CudaIpc:  # pragma: no cover - GPU-only: CUDA IPC through torch; tests/runner/test_device_slots.py uses a stand-in
-    """CUDA IPC for :class:`DeviceSlots` (judge) and :class:`Mapping` (child), as
-    ``torch.multiprocessing`` shares CUDA tensors: ``UntypedStorage._share_cuda_`` on the judge's
-    side, ``UntypedStorage._new_shared_cuda`` on the child's. Both processes see the same GPU
-    (the runner's ``CUDA_VISIBLE_DEVICES``), so device index 0 names it on both sides.
-
-    torch counts a shared block's consumers in a small shared-memory file; the child cannot reach
-    it (its ``/dev/shm`` is private) and is killed rather than left to clean up, so
-    :meth:`release` drops the child's count itself once the job is over, and torch frees the block.
-    """
-
-    def allocate(self, nbytes: int) -> torch.Tensor:
-        return torch.empty(nbytes, dtype=torch.uint8, device="cuda")
-
-    def share(self, buf: torch.Tensor) -> dict[str, Any]:
-        (device, handle, size, offset, ref_counter, ref_offset, event, event_sync) = buf.untyped_storage()._share_cuda_()
-        return {"device": int(device), "handle": bytes(handle).hex(), "size": int(size), "offset": int(offset),
-                "ref_counter": bytes(ref_counter).hex(), "ref_offset": int(ref_offset),
-                "event": bytes(event).hex() if event else "", "event_sync": bool(event_sync)}
-
-    def open(self, h: dict[str, Any]) -> torch.Tensor:
-        storage = torch.UntypedStorage._new_shared_cuda(
-            int(h["device"]), bytes.fromhex(h["handle"]), int(h["size"]), int(h["offset"]),
-            bytes.fromhex(h["ref_counter"]), int(h["ref_offset"]), bytes.fromhex(h["event"]) or None,
-            bool(h["event_sync"]))
-        return torch.empty(0, dtype=torch.uint8, device=f"cuda:{int(h['device'])}").set_(storage)
-
-    def fence(self) -> None:
-        torch.cuda.synchronize()
-
-    def release(self, buf: torch.Tensor, h: dict[str, Any]) -> None:
-        import ctypes
-
-        try:  # the consumer's count, in the judge's own /dev/shm (torch's CUDA IPC reference counter)
-            name = bytes.fromhex(h["ref_counter"]).decode().lstrip("/")
-            with open(f"/dev/shm/{name}", "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
-                counter = ctypes.c_int64.from_buffer(m, 8 * int(h["ref_offset"]))
-                counter.value = max(0, counter.value - 1)
-                del counter
-        except (OSError, ValueError):
-            pass
-        del buf
-        torch.cuda.ipc_collect()
-
-
-class Mapping:
-    """The child's side: maps the memory file (or, on CUDA, opens the judge's device buffer
-    through ``ipc``) and turns layouts into tensors."""
-
-    def __init__(self, fd: int, ipc: Any = None):
-        self.fd = fd
-        self.size = 0
-        self._map: mmap.mmap | None = None
-        #: outputs of this request the judge reads from this process's memory (``direct``), kept
-        #: alive until the next request
-        self.held: list[Any] = []
-        self.ipc = ipc
-        self.device_buf: torch.Tensor | None = None
-        self.generation = 0
-        #: the input tensor objects, one per place in the input set's tree, re-pointed at each
-        #: call's slots (:meth:`_slot_tensor`)
-        self._tensors: dict[tuple[Any, ...], torch.Tensor] = {}
-
-    def prepare(self, size: int) -> bool:
-        """Map the memory file at ``size`` bytes (the size the judge's next layouts give) with its
-        pages faulted in, writable (``MADV_POPULATE_WRITE``), so a kernel's first touches of its
-        slots do not fault in a timed call; whether they could be (Linux 5.14+; else they fault
-        on first touch, in a request the judge does not count)."""
-        self._remap(size)
-        assert self._map is not None
-        try:
-            self._map.madvise(MADV_POPULATE_WRITE)
-        except (OSError, ValueError):
-            return False
-        return True
-
-    def _remap(self, size: int) -> None:
-        if size != self.size:
-            # the old mapping stays alive as long as tensors of earlier calls hold it. Not populated
-            # here: a kernel's first touches of its slots fault, in requests the judge does not
-            # count (harness._Side.settle), unless the judge prepared them (prepare)
-            self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED)
-            self.size = size
-
-    def build(self, layout: dict[str, Any], device: str = "cpu") -> Any:
-        """The input set described by ``layout``, as tensors over the shared memory: the memory
-        file's (CPU), or the device buffer's when the layout names one (``ipc``), opened once per
-        generation.
-
-        Each tensor is the same Python object on every call (per place in the set's tree and
-        dtype), re-pointed at this call's slot: which objects a kernel receives depends only on
-        the calls the judge made, never on when CPython happens to reuse a freed object's
-        address. So a cache keyed by ``id()`` of an input hits on the second call, on every
-        path, and its stale output fails; with fresh objects it hit only now and then, and a
-        warm runner and ``kernelrank eval`` judged it differently."""
-        self.out = layout["out"]
-        shared = layout.get("ipc")
-        if shared is not None:
-            if self.ipc is None:
-                raise SlotError("device slots offered, and this process has no CUDA IPC")
-            if shared["generation"] != self.generation:
-                # [issue 16] the judge's new device buffer; the old one stays mapped while tensors hold it
-                self.device_buf = self.ipc.open(shared["handle"])
-                self.generation = shared["generation"]
-            assert self.device_buf is not None
-            return self._build(layout["data"], self.device_buf, device, ())
-        self._remap(int(layout["size"]))
-        return self._build(layout["data"], torch.frombuffer(self._map, dtype=torch.uint8) if self._map is not None
-                           else None, device, ())
-
-    def _build(self, v: Any, whole: torch.Tensor | None, device: str, path: tuple[Any, ...]) -> Any:
-        """Tensors over ``whole`` (the slots as bytes: host memory, or the judge's device buffer)
-        for the layout ``v``; ``path`` is where ``v`` lies in the input set's tree."""
-        if isinstance(v, dict):
-            if "__slot__" in v:
-                dtype = DTYPES[v["dtype"]]
-                shape = [int(d) for d in v["shape"]]
-                numel = 1
-                for d in shape:
-                    numel *= d
-                if numel == 0 or whole is None:
-                    t = torch.empty(shape, dtype=dtype, device=whole.device if whole is not None else "cpu")
-                else:
-                    off = int(v["__slot__"])
-                    n = numel * torch.empty((), dtype=dtype).element_size()
-                    if off < 0 or off + n > whole.numel() or off % ALIGN:
-                        raise SlotError("a slot outside the shared memory")
-                    t = self._slot_tensor(path, whole, off, dtype, shape)
-                if device != "cpu" and t.device.type == "cpu" and v.get("device") != "cpu":  # pragma: no cover - GPU-only
-                    t = t.to(device)
-                return t
-            if "__tuple__" in v:
-                return tuple(self._build(x, whole, device, (*path, i)) for i, x in enumerate(v["__tuple__"]))
-            items = v["__dict__"] if "__dict__" in v else v
-            return {k: self._build(x, whole, device, (*path, k)) for k, x in items.items()}
-        if isinstance(v, list):
-            return [self._build(x, whole, device, (*path, i)) for i, x in enumerate(v)]
-        return v
-
-    def _slot_tensor(self, path: tuple[Any, ...], whole: torch.Tensor, off: int, dtype: torch.dtype,
-                     shape: list[int]) -> torch.Tensor:
-        """The input tensor object kept for ``path``, re-pointed (``Tensor.set_``) at ``shape``
-        contiguous ``dtype`` values from byte ``off`` of ``whole``; a new object the first time,
-        after a change of dtype or device, or when the kernel made the old one require grad or
-        changed its class (``set_`` refuses or keeps those).
-
-        Raises :class:`SlotError` when ``off`` is not a multiple of the dtype's size."""
-        key = (*path, dtype)
-        t = self._tensors.get(key)
-        if type(t) is not torch.Tensor or t.device != whole.device or t.requires_grad:  # noqa: E721
-            t = torch.empty(0, dtype=dtype, device=whole.device)
-            self._tensors[key] = t
-        first = whole.storage_offset() + off
-        if first % t.element_size():
-            raise SlotError("a slot not aligned to its dtype")
-        t.set_(whole.untyped_storage(), first // t.element_size(), shape)  # no stride given: contiguous
-        return t
-
-    def put_output(self, out: Any, direct: bool = False) -> dict[str, Any]:
-        """Describe a plain tensor output for the judge (or the reason it cannot be checked): with
-        ``direct`` and a CPU tensor, its address, for the judge to read from this process's memory
-        once it is frozen (kept alive in ``held`` until the next request); otherwise copied into the
-        output slot."""
-        if type(out) is not torch.Tensor:  # noqa: E721 - subclasses are refused by the judge
-            return {"out": None, "out_type": f"{type(out).__module__}.{type(out).__qualname__}"}
-        host = out.detach()
-        device = str(host.device)
-        whole = self.device_buf
-        if whole is not None and host.device != whole.device:  # the judge checks on its device
-            whole = None
-        if whole is None and host.device.type != "cpu":  # pragma: no cover - GPU-only (no device slots)
-            host = host.cpu()
-        host = host.contiguous()
-        if host.dtype not in _WIRE_DTYPES:
-            return {"out": None, "out_type": f"torch.Tensor of dtype {host.dtype}"}
-        n = host.numel() * host.element_size()
-        offset, room = int(self.out[0]), int(self.out[1])
-        desc = {"dtype": dtype_name(host.dtype), "shape": list(host.shape)}
-        if n > room:
-            return {"out": None, "out_type": f"torch.Tensor of {n} bytes, more than the reference's output allows"}
-        if whole is not None:
-            if n:  # [issue 16] device to device, into the judge's buffer; waited for before answering
-                whole[offset:offset + n].copy_(host.view(-1).view(torch.uint8))
-                self.ipc.fence()
-        elif direct and device == "cpu" and n:
-            self.held.append(host)
-            desc["addr"] = host.data_ptr()
-        elif n:
-            assert self._map is not None
-            torch.frombuffer(self._map, dtype=torch.uint8, count=n, offset=offset).copy_(host.view(-1).view(torch.uint8))
-        return {"out": desc, "out_type": "torch.Tensor", "out_device": device}
-
-
-_WIRE_DTYPES = frozenset(DTYPES.values())

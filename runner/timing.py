@@ -15,7 +15,7 @@ How many calls, and what they add up to, is decided by the judge from the pairs 
 the device as a parameter (:class:`DeviceAPI`): CI drives it with a simulated GPU timeline
 (``tests/runner/simgpu.py``); only :class:`TorchCuda`, which binds ``torch.cuda`` to that
 interface, needs a GPU. The judge's cross-check of claims at kernel scale
-(:func:`~kernelrank.runner.stats.runner_overhead`, :func:`~kernelrank.runner.stats.judge_batches`)
+(:func:`~kernelrank.runner.judging.runner_overhead`, :func:`~kernelrank.runner.judging.judge_batches`)
 is in the statistics module with the rest.
 """
 

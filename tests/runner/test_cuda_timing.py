@@ -8,7 +8,7 @@ import random
 import pytest
 
 from kernelrank.runner.integrity import Integrity
-from kernelrank.runner.stats import BATCH_FLOOR_NS, judge_batches, runner_overhead
+from kernelrank.runner.judging import BATCH_FLOOR_NS, judge_batches, runner_overhead
 from kernelrank.runner.timing import CpuTimer, CudaTimer, cuda_call_ns, tail_bound
 from tests.runner.simgpu import SimGPU, SimStream
 

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import pytest
 
-from kernelrank.runner import harness
+from kernelrank.runner import harness, judging
 from kernelrank.runner.harness import evaluate
 from kernelrank.runner.results import EvalResult, Status
 from tests.conftest import submission
@@ -368,7 +368,7 @@ def test_a_run_whose_score_is_known_well_enough_is_ranked_with_its_noisy_case_na
 
 def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> None:
     """On the CPU a request holds ``REQUEST_SECONDS`` of calls, but no more than lets the case's
-    budget hold ``stats.MIN_PAIRS`` pairs: on a short budget a case must still get an interval."""
+    budget hold ``judging.MIN_PAIRS`` pairs: on a short budget a case must still get an interval."""
     from types import SimpleNamespace
 
     from kernelrank.runner import stats
@@ -383,13 +383,13 @@ def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> Non
     assert short == 1
     for budget in (0.3, 1.0, 3.0):  # what the budget holds: MIN_PAIRS pairs of both sides' calls
         k = size(judge, paired, small, budget)
-        assert k == 1 or 2 * stats.MIN_PAIRS * k * 0.002 <= budget * harness.TIMED_SHARE_GUESS
+        assert k == 1 or 2 * judging.MIN_PAIRS * k * 0.002 <= budget * harness.TIMED_SHARE_GUESS
     assert size(SimpleNamespace(device="cuda"), paired, small, 3.0) == 1
 
 
 @pytest.mark.slow
 def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, options, monkeypatch) -> None:
-    """A timed case's pairs are timed by ``stats.PROCESSES`` pairs of processes (the test phase's
+    """A timed case's pairs are timed by ``judging.PROCESSES`` pairs of processes (the test phase's
     process of the submission and new ones, as many of the reference), in slices: in round ``r``
     every case gets a slice on pair ``r % K``, the cases one after the other, so each case is
     timed on every pair at ``K`` moments spread over the run (``harness._Evaluation._rounds``);
@@ -397,7 +397,7 @@ def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, optio
     carries the pairs' offsets. A problem may ask for one pair (``timing.<device>.processes``)."""
     from kernelrank.runner import stats
 
-    k = stats.PROCESSES["cpu"]
+    k = judging.PROCESSES["cpu"]
     assert k > 1
     made: list[tuple[str, int, int, str]] = []  # (side, which process, its pid, the case), per request
     sizes: set[tuple[int, int]] = set()  # (processes of the side, of the other side)

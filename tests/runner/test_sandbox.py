@@ -480,6 +480,14 @@ def test_no_submitted_code_runs_in_the_childs_own_bookkeeping(double, options) -
     assert r.status.value == "passed", f"{r.message}\n{r.logs['stdout'][-1500:]}"
 
 
+def test_outputs_are_let_go_inside_the_clock(double, options) -> None:
+    """Finalizers on a submission's outputs and their storages (the previous call's, and those
+    the judge read in place) fire inside the next call's clock, never in the child's bookkeeping
+    before it: nothing of the submission's runs between the go-ahead and the clock."""
+    r = _run(double, submission("finalizer_outside_clock.py"), options, mode="benchmark")
+    assert r.status.value == "passed", f"{r.message}\n{r.logs['stdout'][-1500:]}"
+
+
 def test_speedup_beyond_the_bound_needs_review(double, options) -> None:
     """A reference made 20 ms slower (busy, as a kernel is): the submission's speedup is far
     beyond a bound of 2x."""

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelrank.runner import stats
+from kernelrank.runner import judging, stats
 from tests.conftest import FIXTURES
 
 TIMINGS = sorted((FIXTURES / "timings").glob("*.json"))
@@ -40,8 +40,8 @@ def _judged(pairs: list[list[int]]) -> tuple[list[float], list[float], list[int]
     sm = [p[3] for p in pairs]
     rc = [p[4] for p in pairs]
     rw = [p[5] for p in pairs]
-    allowance = stats.overhead(rc, rw, q=stats.ALLOWANCE_QUANTILE)
-    return stats.judged_times(rc, rw, allowance), stats.judged_times(sc, sw, allowance), sc, sw, sm
+    allowance = judging.overhead(rc, rw, q=judging.ALLOWANCE_QUANTILE)
+    return judging.judged_times(rc, rw, allowance), judging.judged_times(sc, sw, allowance), sc, sw, sm
 
 
 def _identical_cases() -> list[list[list[int]]]:
@@ -449,18 +449,18 @@ def _interval(n: int, half_width: float) -> stats.Interval:
 
 
 def test_stop_rule() -> None:
-    rule = lambda i, spent: stats.stop_rule(i, spent, budget_s=3.0, noisy_above=0.05, cap=3.0,  # noqa: E731
+    rule = lambda i, spent: judging.stop_rule(i, spent, budget_s=3.0, noisy_above=0.05, cap=3.0,  # noqa: E731
                                             precision=0.01)
     assert rule(None, 0.0) == (False, False)
-    assert rule(_interval(stats.MIN_PAIRS - 1, 0.001), 0.5) == (False, False)  # too few pairs to stop early
-    assert rule(_interval(stats.MIN_PAIRS, 0.005), 0.5) == (True, False)  # precise: stops early
+    assert rule(_interval(judging.MIN_PAIRS - 1, 0.001), 0.5) == (False, False)  # too few pairs to stop early
+    assert rule(_interval(judging.MIN_PAIRS, 0.005), 0.5) == (True, False)  # precise: stops early
     assert rule(_interval(30, 0.03), 2.9) == (False, False)  # budget not spent
     assert rule(_interval(30, 0.03), 3.0) == (True, False)  # budget spent, narrow enough
     assert rule(_interval(30, 0.2), 3.0) == (False, False)  # too wide: more time...
     assert rule(_interval(60, 0.2), 9.0) == (True, True)  # ...up to the cap, then noisy
-    assert rule(_interval(stats.MIN_PAIRS - 1, 0.01), 3.0) == (False, False)  # too few pairs at the budget...
+    assert rule(_interval(judging.MIN_PAIRS - 1, 0.01), 3.0) == (False, False)  # too few pairs at the budget...
     assert rule(_interval(3, 0.01), 9.0) == (True, False)  # ...a slow kernel, few pairs, narrow, at its cap
-    assert rule(_interval(stats.MAX_PAIRS, 0.2), 0.1) == (True, True)
+    assert rule(_interval(judging.MAX_PAIRS, 0.2), 0.1) == (True, True)
 
 
 def test_the_processes_offsets_neither_buy_time_nor_make_a_case_noisy() -> None:
@@ -473,7 +473,7 @@ def test_the_processes_offsets_neither_buy_time_nor_make_a_case_noisy() -> None:
     assert noisy.within_half_width > 0.25
     plain = stats.Interval(1.0, 0.9, 1.1, 0.05, 30, 40)
     assert plain.within_half_width == plain.half_width
-    rule = lambda i, spent: stats.stop_rule(i, spent, budget_s=3.0, noisy_above=0.25, cap=3.0,  # noqa: E731
+    rule = lambda i, spent: judging.stop_rule(i, spent, budget_s=3.0, noisy_above=0.25, cap=3.0,  # noqa: E731
                                             precision=0.01, target=0.05)
     assert rule(offsets, 3.0) == (True, False)
     assert rule(noisy, 3.0) == (False, False) and rule(noisy, 9.0) == (True, True)
@@ -518,15 +518,15 @@ def test_recorded_noisy_runs_stay_unranked(name: str) -> None:
 
 
 def test_stop_rule_times_a_case_past_its_budget_to_its_target() -> None:
-    rule = lambda i, spent: stats.stop_rule(i, spent, budget_s=3.0, noisy_above=0.25, cap=3.0,  # noqa: E731
+    rule = lambda i, spent: judging.stop_rule(i, spent, budget_s=3.0, noisy_above=0.25, cap=3.0,  # noqa: E731
                                             precision=0.01, target=0.03)
     assert rule(_interval(30, 0.02), 3.0) == (True, False)  # within the target at the budget
     assert rule(_interval(30, 0.05), 3.0) == (False, False)  # short of it: more time (not noisy)...
     assert rule(_interval(60, 0.05), 9.0) == (True, False)  # ...until the cap, ranked: within noisy_above
     assert rule(_interval(60, 0.30), 9.0) == (True, True)  # still wider than noisy_above: noisy
     # a target looser than noisy_above is noisy_above
-    assert stats.stop_rule(_interval(30, 0.2), 3.0, 3.0, 0.1, 3.0, 0.01, target=0.5) == (False, False)
-    assert stats.stop_rule(_interval(30, 0.2), 3.0, 3.0, 0.25, 3.0, 0.01) == (True, False)  # no target
+    assert judging.stop_rule(_interval(30, 0.2), 3.0, 3.0, 0.1, 3.0, 0.01, target=0.5) == (False, False)
+    assert judging.stop_rule(_interval(30, 0.2), 3.0, 3.0, 0.25, 3.0, 0.01) == (True, False)  # no target
 
 
 def test_cases_are_timed_to_three_percent_by_default() -> None:
@@ -539,12 +539,12 @@ def test_cases_are_timed_to_three_percent_by_default() -> None:
 # -- the wall-clock judging of claims ----------------------------------------------------------------
 def test_judged_times_keep_honest_claims_and_replace_short_ones() -> None:
     overhead = 80_000
-    assert stats.judged_times([1_000_000, 1_010_000], [1_080_000, 1_095_000], overhead) == [1_000_000, 1_010_000]
-    lying = stats.judged_times([400_000], [1_080_000], overhead)
-    assert lying == [1_080_000 - overhead - stats.WALL_JITTER_NS]  # the judge's figure, less the allowance only
-    batch = stats.judged_times([100_000, 300_000], [1_110_000], overhead, sizes=[2])
+    assert judging.judged_times([1_000_000, 1_010_000], [1_080_000, 1_095_000], overhead) == [1_000_000, 1_010_000]
+    lying = judging.judged_times([400_000], [1_080_000], overhead)
+    assert lying == [1_080_000 - overhead - judging.WALL_JITTER_NS]  # the judge's figure, less the allowance only
+    batch = judging.judged_times([100_000, 300_000], [1_110_000], overhead, sizes=[2])
     assert batch == pytest.approx([250_000, 750_000])
-    assert stats.overhead([1000, 1000, 1000], [1500, 1100, 9000]) == 100  # the low quantile of window - claim
+    assert judging.overhead([1000, 1000, 1000], [1500, 1100, 9000]) == 100  # the low quantile of window - claim
 
 
 def test_the_paths_overhead_does_not_pull_a_speedup_towards_one() -> None:
@@ -561,30 +561,30 @@ def test_the_paths_overhead_does_not_pull_a_speedup_towards_one() -> None:
     ref = [7_000_000 + rng.randint(-150_000, 150_000) for _ in range(n)]  # 5 calls of 1.4 ms
     path = lambda: rng.gauss(3_000_000, 300_000)  # noqa: E731
     sub_w, ref_w = [c + path() for c in sub], [c + path() for c in ref]
-    allowance = stats.overhead(ref, ref_w, q=stats.ALLOWANCE_QUANTILE)
-    js, jr = stats.judged_times(sub, sub_w, allowance), stats.judged_times(ref, ref_w, allowance)
+    allowance = judging.overhead(ref, ref_w, q=judging.ALLOWANCE_QUANTILE)
+    js, jr = judging.judged_times(sub, sub_w, allowance), judging.judged_times(ref, ref_w, allowance)
     truth = stats.paired_speedup(ref, sub).estimate
     assert stats.paired_speedup(jr, js).estimate == pytest.approx(truth, rel=0.01)
     assert truth == pytest.approx(0.35, rel=0.02)
-    capped = min(stats.overhead(ref, ref_w), stats.OVERHEAD_CAP_NS)  # the rule before
-    old = stats.paired_speedup(stats.judged_times(ref, ref_w, capped), stats.judged_times(sub, sub_w, capped)).estimate
+    capped = min(judging.overhead(ref, ref_w), judging.OVERHEAD_CAP_NS)  # the rule before
+    old = stats.paired_speedup(judging.judged_times(ref, ref_w, capped), judging.judged_times(sub, sub_w, capped)).estimate
     assert old > 1.15 * truth
     # claims of half the calls' time, windows as before: counted for nearly all of it
-    lying = stats.judged_times([c // 2 for c in sub], sub_w, allowance)
-    spread = allowance + stats.WALL_JITTER_NS - min(w - c for w, c in zip(sub_w, sub))
+    lying = judging.judged_times([c // 2 for c in sub], sub_w, allowance)
+    spread = allowance + judging.WALL_JITTER_NS - min(w - c for w, c in zip(sub_w, sub))
     assert all(j >= c - spread for j, c in zip(lying, sub)) and spread < 0.05 * min(sub)
 
 
 def test_wall_check_rejects_a_gross_lie_and_passes_honest_noise() -> None:
     honest = [3_000_000 + 10_000 * (i % 3) for i in range(40)]
     windows = [c + 80_000 + (5_000_000 if i % 7 == 0 else 0) for i, c in enumerate(honest)]  # load bursts
-    ok = stats.wall_check(honest, windows, [c + 50_000 for c in honest], 80_000, 50_000)
+    ok = judging.wall_check(honest, windows, [c + 50_000 for c in honest], 80_000, 50_000)
     assert ok["passed"] and ok["replaced_requests"] == 6
     claims = [c // 1000 for c in honest]  # a clock running 1000x slow, the calling thread doing 3 ms of work
-    bad = stats.wall_check(claims, [c + 80_000 for c in honest], [c + 50_000 for c in honest], 80_000, 50_000)
+    bad = judging.wall_check(claims, [c + 80_000 for c in honest], [c + 50_000 for c in honest], 80_000, 50_000)
     assert not bad["passed"] and "not supported" in bad["message"]
     # the same windows from a child that waited for a core (little CPU time): load, not a lie
-    waiting = stats.wall_check(claims, [c + 80_000 for c in honest], [c + 50_000 for c in claims], 80_000, 50_000)
+    waiting = judging.wall_check(claims, [c + 80_000 for c in honest], [c + 50_000 for c in claims], 80_000, 50_000)
     assert waiting["passed"]
 
 
@@ -597,20 +597,20 @@ def test_wall_check_allows_each_calls_bookkeeping_in_a_request_of_several() -> N
     honest_cpu = [k * 40_000 + k * 100_000] * n
     windows = [c + 300_000 for c in honest_cpu]  # thaw, socket, freeze
     sizes = [k] * n
-    ok = stats.wall_check(claims, windows, honest_cpu, 300_000, 500_000, sizes)
+    ok = judging.wall_check(claims, windows, honest_cpu, 300_000, 500_000, sizes)
     assert ok["passed"], ok["message"]
-    assert ok["allowed_ns"] > 2 * stats.OVERHEAD_CAP_NS + stats.WALL_SLACK_NS  # one call's would not hold them
+    assert ok["allowed_ns"] > 2 * judging.OVERHEAD_CAP_NS + judging.WALL_SLACK_NS  # one call's would not hold them
     lying_cpu = [c + k * 2_000_000 for c in honest_cpu]
-    bad = stats.wall_check(claims, [c + 300_000 for c in lying_cpu], lying_cpu, 300_000, 500_000, sizes)
+    bad = judging.wall_check(claims, [c + 300_000 for c in lying_cpu], lying_cpu, 300_000, 500_000, sizes)
     assert not bad["passed"] and "not supported" in bad["message"]
     # and it gained nothing before it was rejected: each request counts for its window less the overhead
-    judged = stats.judged_times(claims, [c + 300_000 for c in lying_cpu], 300_000, sizes)
-    assert sum(judged[:k]) >= lying_cpu[0] - stats.WALL_JITTER_NS
+    judged = judging.judged_times(claims, [c + 300_000 for c in lying_cpu], 300_000, sizes)
+    assert sum(judged[:k]) >= lying_cpu[0] - judging.WALL_JITTER_NS
 
 
 def test_wall_check_tolerates_sustained_load_that_stretches_the_calls() -> None:
     claims = [3_000_000] * 20  # kernel slowed 3x by load, windows 1 ms longer still
-    r = stats.wall_check(claims, [c + 1_000_000 for c in claims], [c + 1_000_000 for c in claims], 80_000, 0.0)
+    r = judging.wall_check(claims, [c + 1_000_000 for c in claims], [c + 1_000_000 for c in claims], 80_000, 0.0)
     assert r["passed"] and r["explained"] == pytest.approx(3_000_000 / (4_000_000 - 80_000 - 30_000))
 
 
@@ -632,7 +632,7 @@ def test_honest_recorded_runs_pass_the_wall_check() -> None:
                 _ref, _sub, sc, sw, sm = _judged(case["pairs"])
                 rc, rw, rm = ([p[i] for p in _counted(case["pairs"])] for i in (4, 5, 6))
                 main_overhead = max(0.0, statistics.median(m - c for m, c in zip(rm, rc)))
-                check = stats.wall_check(sc, sw, sm, stats.overhead(rc, rw), main_overhead)
+                check = judging.wall_check(sc, sw, sm, judging.overhead(rc, rw), main_overhead)
                 assert check["passed"], (path.name, run["file"], case["index"], check["message"])
 
 
@@ -702,9 +702,9 @@ def test_work_hidden_outside_the_claims_on_any_thread_is_charged_at_load() -> No
     assert 10_000_000 <= sum(ref) / len(ref) <= sum(p.ref.windows) / len(ref)  # claims, or the clock less the path
     cpu = p.cpu_judgement()
     assert cpu is not None and cpu["replaced"] == cpu["batches"] > 0
-    old = stats.overhead(p.ref.claims, p.ref.windows, q=stats.ALLOWANCE_QUANTILE)
-    lenient = stats.paired_speedup(stats.judged_times(p.ref.claims, p.ref.windows, old),
-                                   stats.judged_times(p.sub.claims, p.sub.windows, old)).estimate
+    old = judging.overhead(p.ref.claims, p.ref.windows, q=judging.ALLOWANCE_QUANTILE)
+    lenient = stats.paired_speedup(judging.judged_times(p.ref.claims, p.ref.windows, old),
+                                   judging.judged_times(p.sub.claims, p.sub.windows, old)).estimate
     assert lenient > 1.3 * speedup, (lenient, speedup)  # the hole this closes
 
 
@@ -719,10 +719,20 @@ def test_an_honest_kernels_job_cpu_is_not_charged() -> None:
 
 
 def test_cpu_charges_validate_and_spread_the_charge_by_claims() -> None:
-    path = stats.runner_overhead([1_000] * 10)
-    j = stats.cpu_charges([100, 300], [2 * 400 + 1_000 + 10_000], path, cores=2, sizes=[2])
+    path = judging.runner_overhead([1_000] * 10)
+    j = judging.cpu_charges([100, 300], [2 * 400 + 1_000 + 10_000], path, cores=2, sizes=[2])
     assert j.replaced == 1 and j.judged_ns == pytest.approx([100 + 1_250, 300 + 3_750])
     with pytest.raises(ValueError):
-        stats.cpu_charges([1, 2], [5], path, cores=2, sizes=[1])
+        judging.cpu_charges([1, 2], [5], path, cores=2, sizes=[1])
     with pytest.raises(ValueError):
-        stats.cpu_path([1], [5], cores=2)  # too few requests for a path
+        judging.cpu_path([1], [5], cores=2)  # too few requests for a path
+
+
+def test_the_statistics_and_the_judges_rules_are_torch_free() -> None:
+    """``stats`` (which the services import) and ``judging`` load without torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, kernelrank.runner.stats, kernelrank.runner.judging; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr

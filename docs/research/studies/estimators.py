@@ -2,7 +2,7 @@
 
 Reads recordings of ``bench/record_timings.py`` (``tests/fixtures/timings/*.json`` by default) and,
 for every case of every run, estimates the speedup from the pairs as the judge would (both sides'
-times judged by :func:`kernelrank.runner.stats.judged_times`) with each candidate:
+times judged by :func:`kernelrank.runner.judging.judged_times`) with each candidate:
 
 - ``mean``: exp(mean of the log ratios), t interval;
 - ``trim20``: exp(20% trimmed mean of the log ratios), Tukey-McLaughlin interval (the judge's);
@@ -32,7 +32,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from kernelrank.runner import stats  # noqa: E402
+from kernelrank.runner import judging, stats  # noqa: E402
 
 Estimator = Callable[[list[float], list[float]], stats.Interval]
 
@@ -46,8 +46,8 @@ def judged_pairs(pairs: list[list[int]]) -> tuple[list[float], list[float], list
             continue
         first, sc, sw, _sm, rc, rw, _rm = p[:7]
         sub_c.append(sc), sub_w.append(sw), ref_c.append(rc), ref_w.append(rw), order.append(first)
-    allowance = stats.overhead(ref_c, ref_w, q=stats.ALLOWANCE_QUANTILE)
-    return stats.judged_times(ref_c, ref_w, allowance), stats.judged_times(sub_c, sub_w, allowance), order
+    allowance = judging.overhead(ref_c, ref_w, q=judging.ALLOWANCE_QUANTILE)
+    return judging.judged_times(ref_c, ref_w, allowance), judging.judged_times(sub_c, sub_w, allowance), order
 
 
 def mean_log(ref: list[float], sub: list[float]) -> stats.Interval:

@@ -9,7 +9,7 @@ calls the kernel again and again on the same input objects (benchmark mode, or a
 reuses its input sets) gets the first output back every time for the cost of a lookup. A working
 defence gives fresh inputs on every timed call and checks every output. The judge's child hands
 the kernel the same tensor object at each place of the input set on every call, re-pointed at
-that call's fresh values (``runner.slots.Mapping.build``), so the cache hits on the first call
+that call's fresh values (``runner.mapping.Mapping.build``), so the cache hits on the first call
 with the shape of the call before: in test mode the fourth case (the third's shape, other values)
 gets the third case's output back, the very object, and fails, and so does every leaderboard
 case's second call. With a fresh object per call the cache hit only when CPython reused a freed object's
