@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from kernelrank.runner import cgroups, isolation
+from kernelrank.runner import cgroups, isolation_check
 from kernelrank.runner.sandbox import SubmissionProcess
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,7 +31,7 @@ def _q(xs: list[int], q: float) -> float:
 
 
 def measure(contain: bool, calls: int) -> None:
-    method, _ = isolation.choose("auto")
+    method, _ = isolation_check.choose("auto")
     p = SubmissionProcess(SOURCE, "cpu", 2, method=method, contain=contain)
     deadline = time.monotonic() + 120
     try:

@@ -11,7 +11,7 @@ compute-bound there).
 3. Per condition (idle; ``bench/cpu_hog.py`` spinning on one CPU), ``--repeats`` leaderboard runs
    of one file (``--example``, default the problem's ``correct_pytorch``) and of a kernel identical
    to the reference (softmax: ``bench/kernels/softmax_identical.py``; other problems: the
-   reference's own source as a submission, ``harness.reference_submission``):
+   reference's own source as a submission, ``answers.reference_submission``):
 
    - max/min of the file's five scores, each made as the service makes it: from two leaderboard
      runs in a row (its public and secret runs; ``--runs-per-score``), measured again while not
@@ -56,7 +56,8 @@ from cpu_hog import hog  # noqa: E402
 
 from kernelrank.problems import Case, load_problem  # noqa: E402
 from kernelrank.runner.devices import cpu_threads, device_info  # noqa: E402
-from kernelrank.runner.harness import EvalOptions, evaluate, reference_submission  # noqa: E402
+from kernelrank.runner.answers import reference_submission  # noqa: E402
+from kernelrank.runner.harness import EvalOptions, evaluate  # noqa: E402
 from kernelrank.runner.results import json_ready  # noqa: E402
 from kernelrank.runner import stats  # noqa: E402
 from kernelrank.runner.stats import geometric_mean  # noqa: E402
@@ -70,7 +71,7 @@ IDENTICAL = ROOT / "bench" / "kernels" / "softmax_identical.py"
 def identical_source(spec) -> tuple[str, str]:
     """``(label, source)`` of a kernel identical to the problem's reference: for softmax the
     reference's computation written as a submission (``bench/kernels/softmax_identical.py``),
-    else the reference's own source (``harness.reference_submission``)."""
+    else the reference's own source (``answers.reference_submission``)."""
     if spec.definition.name == "softmax":
         return str(IDENTICAL.relative_to(ROOT)), IDENTICAL.read_text()
     return f"{spec.definition.name}'s reference as a submission", reference_submission(spec)
@@ -157,7 +158,7 @@ def _timer_speedups_here(problem: str, example: Path, blocks: int = 4) -> None:
     import importlib.util
     import json
 
-    from kernelrank.runner.child import steady_allocator
+    from kernelrank.runner.steady import steady_allocator
 
     steady_allocator()
     spec = load_problem(problem).spec()

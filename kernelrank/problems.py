@@ -131,7 +131,7 @@ class CaseTiming(_Strict):
     code differ by a few percent for as long as they live; with one pair per run that offset
     went unseen by the interval (``docs/research/bench-history.md``, issue 14). Page faults in some processes'
     first requests made part of it; those pairs no longer count
-    (``harness._Side.settle``), and what remains is the process's own: on this project's AMD VMs,
+    (``pairs.Side.settle``), and what remains is the process's own: on this project's AMD VMs,
     with two OpenMP threads, a process runs the reference's bfloat16 6144x512 softmax at ~1.6 ms
     or at ~2.6 ms for its whole life, outside the judge too (``docs/research/bench-history.md``).
 

@@ -1,7 +1,7 @@
-"""Isolation of the child that runs submitted code: the plan, its set-up, a probe, and checks from outside.
+"""Isolation of the child that runs submitted code: the plan, its set-up inside the child, and its pieces.
 
 The child sets itself up (:func:`enter`) before it imports torch or the submission, following a
-:class:`Plan` the judge wrote. Methods, chosen once per judge process by :func:`choose` (a probe
+:class:`Plan` the judge wrote. Methods, chosen once per judge process by :func:`~kernelrank.runner.isolation_check.choose` (a probe
 runs the real set-up in a throw-away process and checks it from inside):
 
 ``setuid`` (the judge runs as root)
@@ -40,15 +40,10 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import fcntl
 import functools
-import hashlib
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -274,7 +269,7 @@ def raise_priority(nice: int) -> None:
     nice value ``nice`` (:data:`CHILD_NICE`); threads started later inherit the thread's. Best
     effort: lowering a nice value needs ``CAP_SYS_NICE`` (a judge running as root), and a host
     without autogroups has no file to write; whatever was refused stays at the default, and the
-    judge reads what holds from outside (:func:`kernelrank.runner.sandbox.priority`)."""
+    judge reads what holds from outside (:func:`kernelrank.runner.procfs.priority`)."""
     if nice == 0:
         return
     try:
@@ -296,7 +291,7 @@ def may_raise_priority() -> bool:
     """Whether a child this process starts can give itself :data:`CHILD_NICE`: this process has
     ``CAP_SYS_NICE`` in its effective set (``/proc/self/status``), as a judge running as root
     has, and a child inherits before it drops its capabilities."""
-    cap = _status_fields(os.getpid())[1]
+    cap = status_fields(os.getpid())[1]
     return cap is not None and bool(int(cap, 16) >> CAP_SYS_NICE & 1)
 
 
@@ -575,135 +570,7 @@ def child_command(plan: Plan, *args: str) -> list[str]:
     return [sys.executable, "-m", "kernelrank.runner.child", *args, plan.to_json()]
 
 
-@functools.lru_cache(maxsize=None)
-def probe(method: str) -> tuple[bool, str]:
-    """Run the real set-up for ``method`` in a throw-away process; ``(works, reason)``. Cached per
-    judge process: the answer depends on the kernel, privileges and mounts, not on the job."""
-    if method == "none":
-        return True, "no isolation requested"
-    if method == "setuid" and os.geteuid() != 0:
-        return False, "the setuid method needs a judge running as root"
-    if not sys.platform.startswith("linux"):
-        return False, "namespaces need Linux"
-    work = Path(tempfile.mkdtemp(prefix="kr-probe-"))
-    try:
-        plan = make_plan(method, work, {"core_bytes": 0})
-        if plan.uid is not None:
-            os.chown(work, plan.uid, plan.uid)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1"}
-        try:
-            proc = subprocess.run(child_command(plan, "--probe"), cwd=work, env=env, capture_output=True, timeout=120,
-                                  start_new_session=True, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as e:
-            return False, f"probe failed: {e}"
-        if proc.returncode != 0:
-            lines = proc.stderr.decode(errors="replace").strip().splitlines()
-            return False, (lines[-1] if lines else f"probe exited with code {proc.returncode}")[:500]
-        try:
-            report = json.loads(proc.stdout.decode().strip().splitlines()[-1])
-        except (ValueError, IndexError):
-            return False, "probe gave no report"
-        if not report.get("pid_one") or report.get("processes_seen", 99) > 1:
-            return False, "the probe was not alone in a PID namespace of its own"
-        if not report.get("network_blocked"):
-            return False, "the network was still reachable in the probe"
-        if not report.get("outside_read_only"):
-            return False, "the probe could write outside its folder"
-        if not report.get("python_readable"):
-            return False, f"Python or torch unreadable in the sandbox: {report.get('python_error')}"
-        if report.get("gpu_devices_blocked"):
-            return False, f"GPU devices not usable in the sandbox: {report['gpu_devices_blocked'][:5]}"
-        return True, "ok"
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-
-def choose(requested: str = "auto") -> tuple[str, str]:
-    """The isolation method to use and why: ``requested`` if it works, or for ``"auto"`` the first
-    that works of ``setuid`` (root only) and ``userns``, else ``none``.
-
-    Raises:
-        ValueError: an unknown method.
-    """
-    if requested not in ("auto", *METHODS):
-        raise ValueError(f"unknown isolation {requested!r}; use auto, setuid, userns or none")
-    candidates = ["setuid", "userns"] if requested == "auto" else [requested]
-    reasons = []
-    for method in candidates:
-        ok, why = probe(method)
-        if ok:
-            return method, "ok"
-        reasons.append(f"{method}: {why}")
-    return "none", "; ".join(reasons)
-
-
-def measure(pid: int, plan: Plan) -> dict[str, Any]:
-    """What isolation is in force for the live child ``pid``, read from ``/proc`` by the judge (not
-    reported by the child): network namespace, read-only root with a writable folder, uid,
-    capabilities, user namespace, limits."""
-    def link(name: str, p: int | str) -> str | None:
-        try:
-            return os.readlink(f"/proc/{p}/ns/{name}")
-        except OSError:
-            return None
-
-    net = link("net", pid)
-    network = "netns" if net is not None and net != link("net", "self") else "none"
-    found_mounts = mounts(pid)
-    root_ro = "ro" in found_mounts.get("/", "").split(",")
-    work_rw = "rw" in found_mounts.get(plan.workdir, "").split(",")
-    filesystem = "read-only" if root_ro and work_rw else "private-cwd"
-    uid, cap_eff = _status_fields(pid)
-    found = rlimits.read(pid)
-    record = rlimits.as_record(found)
-    record["processes_enforced"] = uid not in (None, 0) and found.get("processes") is not None
-    return {
-        "method": plan.method,
-        "network": network,
-        "pid_namespace": link("pid", pid) not in (None, link("pid", "self")),
-        "filesystem": filesystem,
-        "user": "sandbox-uid" if uid is not None and uid != os.getuid() else "same-uid",
-        "uid": uid,
-        "user_namespace": link("user", pid) not in (None, link("user", "self")),
-        "capabilities": cap_eff,
-        "hidden": list(plan.hide),
-        "gpu_devices_hidden": list(plan.gpu_hide),
-        "private_tmp": [d for d in PRIVATE_DIRS if os.path.isdir(d)] if filesystem == "read-only" else [],
-        "limits": record,
-    }
-
-
-def mounts(pid: int) -> dict[str, str]:
-    """Mount point -> per-mount options of the topmost mount there, from ``/proc/<pid>/mountinfo``."""
-    try:
-        with open(f"/proc/{pid}/mountinfo", encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return {}
-    out: dict[str, str] = {}
-    for line in lines:
-        parts = line.split()
-        if len(parts) > 5:
-            out[_unescape(parts[4])] = parts[5]
-    return out
-
-
-def _unescape(s: str) -> str:
-    """Undo mountinfo's octal escapes (``\\040`` for a space)."""
-    if "\\" not in s:
-        return s
-    out, i = [], 0
-    while i < len(s):
-        if s[i] == "\\" and s[i + 1:i + 4].isdigit() and len(s[i + 1:i + 4]) == 3:
-            out.append(chr(int(s[i + 1:i + 4], 8)))
-            i += 4
-        else:
-            out.append(s[i])
-            i += 1
-    return "".join(out)
-
-
-def _status_fields(pid: int) -> tuple[int | None, str | None]:
+def status_fields(pid: int) -> tuple[int | None, str | None]:
     """Real uid and effective capabilities (hex) of ``pid``."""
     uid, cap = None, None
     try:
@@ -716,48 +583,3 @@ def _status_fields(pid: int) -> tuple[int | None, str | None]:
     except OSError:
         pass
     return uid, cap
-
-
-@functools.lru_cache(maxsize=None)
-def pch_lock_path() -> Path:
-    """The lock file judges hold while building the precompiled header of this Python's torch (in
-    the host's temporary folder, one per torch installation)."""
-    from torch.utils import cpp_extension
-
-    tag = hashlib.sha256(str(cpp_extension._TORCH_PATH).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"kernelrank-pch-{tag}.lock"
-
-
-def prepare_precompiled_header(extra_cflags: tuple[str, ...] = ("-O3",)) -> str:
-    """Build torch's precompiled ``torch/extension.h`` for ``extra_cflags`` in site-packages, on
-    the judge's side (trusted), when it is missing or built with other flags.
-
-    Under isolation site-packages is read-only for the child, so ``load_inline(use_pch=True)``
-    can only use a header built beforehand with the same flags (its signature file must match).
-    Returns ``"ok"`` or why it could not be built (the child then reports the compile error).
-
-    Judges on one machine (a runner and a local ``kernelrank eval``, or several runners sharing a
-    Python) take an exclusive ``flock`` while they check and build it: torch removes the old header
-    and writes the new one in place, so a second judge checking meanwhile would build it again over
-    the first, and the first judge's child would compile against a half-written header (seen as a
-    compile error of a correct C++ example while the service judged the same file). The lock file
-    lies in the host's temporary folder, which children never see (theirs is a private tmpfs), so
-    a submission cannot hold it to stall other judges.
-    """
-    try:
-        from torch.utils import cpp_extension
-
-        try:  # read-only is enough for flock, and works whoever created the file first
-            lock_fd = os.open(pch_lock_path(), os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError:
-            lock_fd = None  # no temporary folder to share: build unlocked, as torch would
-        try:
-            if lock_fd is not None:
-                fcntl.flock(lock_fd, fcntl.LOCK_EX)
-            cpp_extension._check_and_build_extension_h_precompiler_headers(list(extra_cflags), None)
-        finally:
-            if lock_fd is not None:
-                os.close(lock_fd)  # releases the lock
-        return "ok"
-    except Exception as e:  # noqa: BLE001 - no compiler, odd toolchain: the child reports its own error
-        return f"{type(e).__name__}: {e}"[:500]

@@ -21,7 +21,7 @@ import logging
 import os
 from pathlib import Path
 
-from kernelrank.runner import isolation
+from kernelrank.runner import isolation, isolation_check
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def unmount(path: Path) -> None:
 def mounted_jobs(scratch: Path) -> list[Path]:
     """Job folders directly in ``scratch`` that are mount points in this mount namespace."""
     real = os.path.realpath(scratch)
-    return [Path(point) for point in isolation.mounts(os.getpid())
+    return [Path(point) for point in isolation_check.mounts(os.getpid())
             if os.path.dirname(point) == real and os.path.basename(point).startswith(JOB_PREFIX)]
 
 

@@ -121,7 +121,7 @@ MAIN_OVERHEAD_FLOOR_NS = 500_000
 #: What each call of a request beyond its first adds to both allowances of the gross-lie rule: the
 #: child's own work per call outside the claim (building the input set's views, the alias check,
 #: describing the output: 40-80 µs measured here under load, doubled like the other terms). Requests
-#: of several calls (the CPU's, ``harness.REQUEST_SECONDS``) would otherwise be held to a single
+#: of several calls (the CPU's, ``timed.REQUEST_SECONDS``) would otherwise be held to a single
 #: call's allowance. It buys no time: each request still counts for its window less the overhead.
 BOOKKEEPING_PER_CALL_NS = 150_000
 
@@ -241,7 +241,7 @@ def wall_check(claims: Sequence[int], windows: Sequence[int], main_cpu: Sequence
 
 
 # -- the judge's cross-check of claims at kernel scale -------------------------------------------
-# On CUDA (issue 16): :meth:`~kernelrank.runner.harness._Paired.judged` judges both sides so.
+# On CUDA (issue 16): :meth:`~kernelrank.runner.pairs.PairedCase.judged` judges both sides so.
 #
 # A single request's window (thaw to frozen) carries tens to hundreds of µs of fixed overhead
 # (freezer, socket, the child's bookkeeping, the whole-device synchronize) and jitter of the same

@@ -51,7 +51,7 @@ class Mapping:
         if size != self.size:
             # the old mapping stays alive as long as tensors of earlier calls hold it. Not populated
             # here: a kernel's first touches of its slots fault, in requests the judge does not
-            # count (harness._Side.settle), unless the judge prepared them (prepare)
+            # count (pairs.Side.settle), unless the judge prepared them (prepare)
             self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED)
             self.size = size
 

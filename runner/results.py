@@ -130,7 +130,7 @@ class EvalResult:
     (``sandbox-uid`` or ``same-uid`` as the judge), ``uid``, ``capabilities`` (hex), ``hidden``
     and ``private_tmp`` folders, ``limits`` (named as in
     :class:`~kernelrank.runner.limits.SandboxLimits`, plus ``processes_enforced``), ``priority``
-    (``nice`` of the child's thread and of its ``autogroup``: :func:`~kernelrank.runner.sandbox.priority`),
+    (``nice`` of the child's thread and of its ``autogroup``: :func:`~kernelrank.runner.procfs.priority`),
     ``huge_pages``, ``output_reads`` and ``cleanup``. ``needs_review`` marks a passing result whose speedup
     is beyond the problem's ``review_speedup`` (``review_reason`` says which), for an
     administrator to look at; the verdict itself is unchanged. ``ceilings`` are the measured

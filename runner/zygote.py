@@ -225,7 +225,7 @@ def _child(ctl: socket.socket, request: dict[str, Any], fds: list[int]) -> int:
 def main(argv: list[str]) -> int:
     """Import torch, then fork a child per request until the judge closes the socket."""
     ctl = socket.socket(fileno=int(argv[1]))
-    from kernelrank.runner.child import steady_allocator
+    from kernelrank.runner.steady import steady_allocator
 
     steady_allocator()
     import torch  # noqa: F401 - the point of the zygote; no operation may run here (OpenMP, CUDA)

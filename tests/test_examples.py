@@ -18,7 +18,8 @@ import pytest
 
 from kernelrank import vocab
 from kernelrank.problems import load_problem
-from kernelrank.runner.harness import evaluate, reference_submission
+from kernelrank.runner.answers import reference_submission
+from kernelrank.runner.harness import evaluate
 from kernelrank.runner.results import Status
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from kernelrank.cli.client import ApiClient, ClientError, JsonOpt, ServerOpt, TokenOpt, _fail, _seg, resolve_target
+from kernelrank.cli.client import ApiClient, ClientError, JsonOpt, ServerOpt, TokenOpt, fail, path_segment, resolve_target
 
 admin_app = typer.Typer(help="Moderate submissions (admins; over the HTTP API).", no_args_is_help=True)
 tokens_app = typer.Typer(help="List, create and revoke your API tokens (over the HTTP API).", no_args_is_help=True)
@@ -42,7 +42,7 @@ def _call(server: str | None, token: str | None, method: str, path: str, timeout
         with client as api:
             return api.request(method, path, **kwargs)
     except ClientError as e:
-        raise _fail(e) from None
+        raise fail(e) from None
 
 
 def _say(message: str) -> None:
@@ -74,13 +74,13 @@ def push_command(
     definition = folder / "problem.yaml"
     ref = reference or folder.resolve().parent.parent / "reference_kernels" / folder.resolve().name
     if not definition.is_file():
-        raise _fail(ClientError(f"{definition} not found: give the problem's folder (problems/NAME)", 2))
+        raise fail(ClientError(f"{definition} not found: give the problem's folder (problems/NAME)", 2))
     if not (ref / "reference.py").is_file():
-        raise _fail(ClientError(f"{ref / 'reference.py'} not found: give the reference folder with --reference", 2))
+        raise fail(ClientError(f"{ref / 'reference.py'} not found: give the reference folder with --reference", 2))
     try:
         archive = pack_folder(definition, ref)
     except (OSError, ValueError) as e:
-        raise _fail(ClientError(f"cannot pack {folder}: {e}", 2)) from None
+        raise fail(ClientError(f"cannot pack {folder}: {e}", 2)) from None
     answer = _call(server, token, "POST", "/admin/problems", timeout_s=PUSH_TIMEOUT_S,
                    files={"archive": (f"{folder.name}.tar.gz", archive, "application/gzip")},
                    data={"hidden": "true" if hidden else "false"})
@@ -98,7 +98,7 @@ def _state_message(answer: dict[str, Any]) -> str:
 def open_command(name: Annotated[str, typer.Argument(help="Problem name.")],
                  server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
     """Open problem NAME: visible, taking leaderboard submissions, no deadline."""
-    answer = _call(server, token, "POST", f"/admin/problems/{_seg(name)}/open")
+    answer = _call(server, token, "POST", f"/admin/problems/{path_segment(name)}/open")
     _print(answer, as_json, _state_message(answer))
 
 
@@ -111,7 +111,7 @@ def close_command(
 ) -> None:
     """Close problem NAME now or at --deadline: later leaderboard submissions are refused, earlier
     ones are still ranked; test, benchmark and profile runs are still taken."""
-    answer = _call(server, token, "POST", f"/admin/problems/{_seg(name)}/close",
+    answer = _call(server, token, "POST", f"/admin/problems/{path_segment(name)}/close",
                    json={"deadline": deadline} if deadline else None)
     _print(answer, as_json, _state_message(answer))
 
@@ -119,14 +119,14 @@ def close_command(
 def hide_command(name: Annotated[str, typer.Argument(help="Problem name.")],
                  server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
     """Hide problem NAME: not listed, 404 to anyone but admins."""
-    answer = _call(server, token, "POST", f"/admin/problems/{_seg(name)}/hide")
+    answer = _call(server, token, "POST", f"/admin/problems/{path_segment(name)}/hide")
     _print(answer, as_json, _state_message(answer))
 
 
 def unhide_command(name: Annotated[str, typer.Argument(help="Problem name.")],
                    server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
     """Show hidden problem NAME again (its deadline is unchanged)."""
-    answer = _call(server, token, "POST", f"/admin/problems/{_seg(name)}/unhide")
+    answer = _call(server, token, "POST", f"/admin/problems/{path_segment(name)}/unhide")
     _print(answer, as_json, _state_message(answer))
 
 
@@ -230,7 +230,7 @@ def tokens_create(name: Annotated[str, typer.Argument(help="A name to recognise 
         try:
             body["expires_at"] = parse_expiry(expires).isoformat()
         except ValueError as e:
-            raise _fail(ClientError(f"--expires: {e}", 2)) from None
+            raise fail(ClientError(f"--expires: {e}", 2)) from None
     answer = _call(server, token, "POST", "/users/me/tokens", json=body)
     until = f", expires {str(answer['expires_at'])[:16]}" if answer.get("expires_at") else ""
     make_console(stderr=True).print(f"created token #{answer['id']} {name!r}{until}. It is shown once, below; "

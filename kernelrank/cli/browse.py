@@ -16,7 +16,8 @@ import typer
 
 from kernelrank import vocab
 from kernelrank.cli.client import (ApiClient, ClientError, JsonOpt, ServerOpt, Target, TokenOpt, fail, follow,
-                                   path_segment, resolve_target, show_verdict, status_style, submission_view, when)
+                                   path_segment, resolve_target, show_verdict)
+from kernelrank.cli.views import status_style, submission_view, when
 
 submissions_app = typer.Typer(help="Your submissions on the server: list them, show one, wait for one.",
                               no_args_is_help=True)

@@ -236,7 +236,7 @@ def test_a_run_reporting_a_score_without_a_speedup_is_recorded(client: TestClien
 def test_the_cli_shows_the_speedup_over_both_runs_and_why_it_is_not_ranked(client: TestClient, world: World) -> None:
     from rich.console import Console
 
-    from kernelrank.cli.client import submission_view
+    from kernelrank.cli.views import submission_view
 
     ref = [1000.0, 1000.0]
     shown = {}

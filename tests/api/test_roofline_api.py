@@ -80,7 +80,7 @@ def test_the_submission_page_shows_shares_ceilings_and_the_roofline_chart(client
 def test_the_cli_shows_the_share_column_and_the_ceilings(judged: int, client: TestClient) -> None:
     from rich.console import Console
 
-    from kernelrank.cli.client import submission_view
+    from kernelrank.cli.views import submission_view
 
     sub = client.get(f"/api/v1/submissions/{judged}").json()
     console = Console(width=200, record=True, highlight=False)

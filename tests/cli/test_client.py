@@ -392,7 +392,7 @@ def test_server_and_token_resolution_order(tmp_path: Path, monkeypatch: pytest.M
 
 
 def test_eval_result_tolerates_server_added_keys() -> None:
-    from kernelrank.cli.client import eval_result
+    from kernelrank.cli.views import eval_result
     from kernelrank.runner.results import CaseResult, EvalResult, Status
 
     r = EvalResult(Status.failed, "test", "double", "abc", "cpu", "wrong", [CaseResult("test", 0, {"N": 1}, False)])
@@ -407,7 +407,7 @@ def test_submission_view_shows_each_measurement_made_again() -> None:
     the second measurement's runs (status, speedup, noisy) and the speedup over its four runs."""
     from rich.console import Console
 
-    from kernelrank.cli.client import submission_view
+    from kernelrank.cli.views import submission_view
 
     def run(kind: str, attempt: int, speedup: float, noisy: bool = False) -> dict[str, Any]:
         return {"kind": kind, "attempt": attempt, "status": "passed", "score_ns": 1e3,
@@ -431,7 +431,7 @@ def test_the_waiting_view_says_when_the_service_measures_again() -> None:
     measurement's runs and cases under their attempt (not taken for the first's)."""
     from rich.console import Console
 
-    from kernelrank.cli.client import Progress
+    from kernelrank.cli.views import Progress
 
     class Status:
         def update(self, text: str) -> None:

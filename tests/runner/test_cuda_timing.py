@@ -235,7 +235,7 @@ def test_the_paired_judge_judges_both_sides_in_batches() -> None:
     requests (same path), on every device: a side whose claims hide 20 µs per call counts for
     what the judge's clock saw (issue 43: the CPU's rule allowed the reference's path at its 90th
     percentile per request, 11-21 ms at load)."""
-    from kernelrank.runner.harness import _Paired, _Side
+    from kernelrank.runner.pairs import PairedCase, Side
     from kernelrank.runner.results import CaseResult
 
     rng = random.Random(7)
@@ -245,7 +245,7 @@ def test_the_paired_judge_judges_both_sides_in_batches() -> None:
     sub_claims = [10_000] * n  # claims 10 µs, really 30 µs: 20 µs per call hidden
     sub_windows = [30_000 + 80_000 + int(rng.gauss(0, 5_000)) for _ in range(n)]
 
-    p = _Paired(CaseResult("benchmark", 0, {}, True, "ok"), _Side("submission", []), _Side("reference", []))
+    p = PairedCase(CaseResult("benchmark", 0, {}, True, "ok"), Side("submission", []), Side("reference", []))
     p.sub.claims, p.sub.windows = list(sub_claims), list(sub_windows)
     p.ref.claims, p.ref.windows = list(ref_claims), list(ref_windows)
     sub, ref, _ = p.judged()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kernelrank.cli.runner_cmd import pin_gpu
-from kernelrank.runner import isolation
+from kernelrank.runner import isolation, isolation_check
 from kernelrank.runner.isolation import Plan, gpu_files_to_hide
 
 FILES = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia7", "/dev/nvidiactl", "/dev/nvidia-uvm",
@@ -52,7 +52,7 @@ print(json.dumps({"rdev": st.st_rdev, "null": os.stat("/dev/null").st_rdev, "tex
 
 
 def test_a_covered_device_file_is_dev_null_inside_the_sandbox(tmp_path: Path) -> None:
-    method, why = isolation.choose("auto")
+    method, why = isolation_check.choose("auto")
     if method == "none":
         pytest.skip(f"no namespaces on this machine: {why}")
     work = tmp_path / "work"

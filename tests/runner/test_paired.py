@@ -15,7 +15,10 @@ import pytest
 
 from kernelrank.runner import harness, judging
 from kernelrank.runner.harness import evaluate
+from kernelrank.runner.inputsets import POOL_SETS
+from kernelrank.runner.pairs import submission_first
 from kernelrank.runner.results import EvalResult, Status
+from kernelrank.runner.timed import MAX_SETS_PER_REQUEST, REQUEST_SECONDS, TIMED_SHARE_GUESS
 from tests.conftest import submission
 
 
@@ -26,7 +29,7 @@ def _bench(r: EvalResult) -> list:
 def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, options, monkeypatch) -> None:
     """Every prepared input set (one seed each, none used twice in a case) is placed for the
     submission and the reference one right after the other, the same sets in the same order (a
-    request of one call per set: several on the CPU, ``harness.REQUEST_SECONDS``), and the pairs
+    request of one call per set: several on the CPU, ``REQUEST_SECONDS``), and the pairs
     alternate which side goes first; every call's output of the submission is checked and every
     one of the reference read alike (reading only one side's outputs warmed its next outputs'
     pages), each pair's right after its two requests."""
@@ -84,7 +87,7 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
         # the order alternates within a batch, and the first pairs of successive batches alternate
         starts = [n // 2 for m, n in batches if m == c.spec["N"]]  # the batch's first pair
         assert starts[0] == 0 and len(starts) > 1, starts
-        expected = [int(harness.submission_first(b, i - start))
+        expected = [int(submission_first(b, i - start))
                     for b, (start, end) in enumerate(zip(starts, starts[1:] + [len(recorded)]))
                     for i in range(start, end)]
         assert [p[0] for p in recorded] == expected
@@ -166,7 +169,7 @@ def test_timed_sets_are_derived_from_a_pool_when_the_reference_says_how(double, 
     assert len(modules) == len(bench)  # one pool per timed case
     tests = len(double.definition.tests)
     # generate_input: each test case, then per timed case its warm-up set and the rest of its pool
-    assert len(module.GENERATED) == tests + len(bench) * harness.POOL_SETS
+    assert len(module.GENERATED) == tests + len(bench) * POOL_SETS
     assert len(set(module.GENERATED[tests:])) == len(module.GENERATED) - tests
     assert len(derived) == len(module.DERIVED) == sum(c.checked for c in bench) - sum(c.pairing["processes"] for c in bench)
     # the judge's own reference: each test case and each timed case's first set, no derived set
@@ -377,13 +380,13 @@ def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> Non
     paired = SimpleNamespace(sub=SimpleNamespace(warm_ns=2_000_000), ref=SimpleNamespace(warm_ns=3_000_000))
     small = SimpleNamespace(nbytes=1 << 20)
     size = harness._Evaluation._sets_per_request
-    assert size(judge, paired, small, 3.0) == min(harness.MAX_SETS_PER_REQUEST,
-                                                  math.ceil(harness.REQUEST_SECONDS / 0.002))
+    assert size(judge, paired, small, 3.0) == min(MAX_SETS_PER_REQUEST,
+                                                  math.ceil(REQUEST_SECONDS / 0.002))
     short = size(judge, paired, small, 0.15)
     assert short == 1
     for budget in (0.3, 1.0, 3.0):  # what the budget holds: MIN_PAIRS pairs of both sides' calls
         k = size(judge, paired, small, budget)
-        assert k == 1 or 2 * judging.MIN_PAIRS * k * 0.002 <= budget * harness.TIMED_SHARE_GUESS
+        assert k == 1 or 2 * judging.MIN_PAIRS * k * 0.002 <= budget * TIMED_SHARE_GUESS
     assert size(SimpleNamespace(device="cuda"), paired, small, 3.0) == 1
 
 

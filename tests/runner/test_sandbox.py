@@ -18,20 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from kernelrank.runner import isolation
-from kernelrank.runner.child import VML_OPERATIONS
+from kernelrank.runner import isolation, isolation_check
 from kernelrank.runner.harness import EvalOptions, evaluate
-from kernelrank.runner.limits import GiB, SandboxLimits
 from kernelrank.runner.jobdisk import remove_tree
-from kernelrank.runner.sandbox import ProcessWatch, host_autogroups, priority
+from kernelrank.runner.limits import GiB, SandboxLimits
+from kernelrank.runner.procfs import ProcessWatch, host_autogroups, priority
+from kernelrank.runner.steady import VML_OPERATIONS
 from tests.conftest import ROOT, submission
 from tests.runner.listener import Listener
 
-NAMESPACED = [m for m in ("setuid", "userns") if isolation.probe(m)[0]]
+NAMESPACED = [m for m in ("setuid", "userns") if isolation_check.probe(m)[0]]
 needs_namespaces = pytest.mark.skipif(not NAMESPACED, reason="no isolation method works here: "
-                                      + "; ".join(f"{m}: {isolation.probe(m)[1]}" for m in ("setuid", "userns")))
-needs_setuid = pytest.mark.skipif(not isolation.probe("setuid")[0],
-                                  reason=f"setuid isolation unavailable: {isolation.probe('setuid')[1]}")
+                                      + "; ".join(f"{m}: {isolation_check.probe(m)[1]}" for m in ("setuid", "userns")))
+needs_setuid = pytest.mark.skipif(not isolation_check.probe("setuid")[0],
+                                  reason=f"setuid isolation unavailable: {isolation_check.probe('setuid')[1]}")
 
 
 def _options(options: EvalOptions, **changes) -> EvalOptions:
@@ -175,7 +175,7 @@ def test_large_blocks_are_page_aligned_huge_pages_where_the_host_has_them(double
     (``THP_MEM_ALLOC_ENABLE``, ``sandbox.child_environment``), whether the child starts cold or
     is forked from a zygote: processes otherwise ran the bfloat16 softmax cases at one of two
     speeds for their life (docs/research/bench-history.md, issue 14, section 15). Elsewhere it is not asked for."""
-    from kernelrank.runner.sandbox import host_huge_pages
+    from kernelrank.runner.procfs import host_huge_pages
 
     report = _report(double, options, "report_memory.py", start)
     if host_huge_pages() in ("madvise", "always"):
@@ -193,7 +193,7 @@ def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_
     other work; a sandboxed child cannot lower its nice further (issue 14). A judge that may not
     raise them leaves them at 0."""
     report = _report(double, options, "report_priority.py", start)
-    method = isolation.choose("auto")[0]
+    method = isolation_check.choose("auto")[0]
     want = isolation.CHILD_NICE if isolation.may_raise_priority() else 0
     assert len(report["threads"]) >= report["torch_threads"], report
     assert set(report["threads"].values()) == {want}, report
@@ -208,7 +208,7 @@ def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_
 def test_the_child_settles_vector_math_before_it_loads_the_submission(double, options, start: str) -> None:
     """oneMKL picks a vector-math kernel on the function's first call, and a first call made by
     several OpenMP threads at once can run the low-accuracy one for a thread's part
-    (``child.resolve_vector_math``; an honest softmax's first call failed its check that way,
+    (``steady.resolve_vector_math``; an honest softmax's first call failed its check that way,
     issue 14). Cold or forked from a zygote, the child has made every such first call, in float32
     and float64, from its one thread, before the submission's module is even loaded."""
     report = _report(double, options, "report_vector_math.py", start)
@@ -223,7 +223,7 @@ def test_settling_vector_math_starts_no_thread_and_computes_right() -> None:
     says), and a later large ``exp`` still matches float64's."""
     code = """
 import json, os, torch
-from kernelrank.runner.child import resolve_vector_math
+from kernelrank.runner.steady import resolve_vector_math
 before = len(os.listdir("/proc/self/task"))
 done = resolve_vector_math()
 after = len(os.listdir("/proc/self/task"))
@@ -241,7 +241,7 @@ print(json.dumps({"before": before, "after": after, "done": len(done), "err": er
 
 
 def test_the_judge_reads_a_process_priority_from_outside() -> None:
-    """``sandbox.priority`` reads the nice value of a live process's main thread and autogroup
+    """``procfs.priority`` reads the nice value of a live process's main thread and autogroup
     from ``/proc``; ``raise_priority`` sets both in the calling process's session."""
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the forked process
@@ -277,7 +277,7 @@ def test_faults_count_a_huge_page_as_the_pages_it_makes_resident(tmp_path: Path)
 
     source = "held = []\ndef custom_kernel(data):\n    held.append(data[0] * 2)\n    return held[-1]\n"
     x = torch.randn(1024, 4096)  # 16 MiB
-    child = SubmissionProcess(source, "cpu", 2, scratch_dir=tmp_path, method=isolation.choose("auto")[0],
+    child = SubmissionProcess(source, "cpu", 2, scratch_dir=tmp_path, method=isolation_check.choose("auto")[0],
                               limits=SandboxLimits().resolved("cpu", 60.0))
     try:
         deadline = time.monotonic() + 60
@@ -561,7 +561,7 @@ def test_a_prepared_process_grows_no_memory_in_its_first_timed_request(tmp_path:
     faults = {}
     for reserve in (False, True):
         child = SubmissionProcess(source, "cpu", 2, scratch_dir=tmp_path / str(reserve),
-                                  method=isolation.choose("auto")[0], limits=SandboxLimits().resolved("cpu", 60.0))
+                                  method=isolation_check.choose("auto")[0], limits=SandboxLimits().resolved("cpu", 60.0))
         try:
             deadline = time.monotonic() + 60
             child.start(deadline)
@@ -596,7 +596,7 @@ def test_the_judge_waits_for_an_answer_on_the_childs_main_cpu(tmp_path: Path) ->
     from kernelrank.runner.sandbox import SubmissionProcess
 
     child = SubmissionProcess("def custom_kernel(data):\n    return data[0] * 2\n", "cpu", 2,
-                              scratch_dir=tmp_path, method=isolation.choose("auto")[0],
+                              scratch_dir=tmp_path, method=isolation_check.choose("auto")[0],
                               limits=SandboxLimits().resolved("cpu", 60.0))
     mine = os.sched_getaffinity(0)
     try:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kernelrank.runner import isolation, selftest, worker
+from kernelrank.runner import hostprobe, isolation, selftest, worker
 from kernelrank.runner.selftest import (
     Check,
     SelfTest,
@@ -172,7 +172,7 @@ def test_the_output_reads_row_says_how_the_judge_reads_the_childs_outputs(tmp_pa
     assert measured["output_reads"] in ("process_vm_readv", "/proc/<pid>/mem")
     assert selftest.output_reads_check("cpu", measured["output_reads"]).passed
     assert str(measured["host_memory"]).split()[0] in ("cgroup", "address", "unbounded")
-    from kernelrank.runner.sandbox import host_huge_pages
+    from kernelrank.runner.procfs import host_huge_pages
 
     assert measured["huge_pages"] == host_huge_pages()
     # the probe's child runs at the raised priority where the judge may raise it (CAP_SYS_NICE)
@@ -213,7 +213,7 @@ def _virtio(root: Path, name: str, device: int, features: str) -> None:
 
 
 def test_free_page_reporting_is_read_from_the_balloons_feature_bits(tmp_path: Path) -> None:
-    from kernelrank.runner.sandbox import host_free_page_reporting
+    from kernelrank.runner.procfs import host_free_page_reporting
 
     assert host_free_page_reporting(tmp_path / "absent") is None  # no virtio bus: most hosts
     bus = tmp_path / "devices"
@@ -225,9 +225,9 @@ def test_free_page_reporting_is_read_from_the_balloons_feature_bits(tmp_path: Pa
 
 
 def test_fresh_memory_is_measured_in_a_new_process() -> None:
-    ms = selftest.fresh_memory_in_new_process()
+    ms = hostprobe.fresh_memory_in_new_process()
     assert 0.0 < ms < 1000.0
-    assert 0.0 < selftest.measure_fresh_memory(4 * 1024 * 1024) < 1000.0  # in this process, as a figure
+    assert 0.0 < hostprobe.measure_fresh_memory(4 * 1024 * 1024) < 1000.0  # in this process, as a figure
 
 
 def test_the_host_moments_row_passes_either_way_and_says_what_it_costs() -> None:
@@ -237,17 +237,17 @@ def test_the_host_moments_row_passes_either_way_and_says_what_it_costs() -> None
     moved = selftest.host_moments_check(0.147, 0.0125)
     assert moved.passed and moved.got.startswith("speedup ±14.7% a moment, steal 1.2%")
     assert "moves speedups" in moved.got and "cores of its own" in moved.detail
-    edge = selftest.host_moments_check(selftest.HOST_MOMENTS_NOISY, 0.0)
+    edge = selftest.host_moments_check(hostprobe.HOST_MOMENTS_NOISY, 0.0)
     assert not edge.detail  # at the limit: still steady
 
 
 def test_host_moments_are_measured_in_a_new_process_with_the_childrens_threads(
         monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError):
-        selftest.measure_host_moments(1, 0.1)
-    assert selftest.steal_share((10, 100), (15, 200)) == pytest.approx(0.05)  # 5 of 100 ticks stolen
-    assert selftest.steal_share((10, 100), (10, 100)) == 0.0  # no tick passed
-    sd, steal = selftest.host_moments_in_new_process(turns=4, turn_s=0.05)
+        hostprobe.measure_host_moments(1, 0.1)
+    assert hostprobe.steal_share((10, 100), (15, 200)) == pytest.approx(0.05)  # 5 of 100 ticks stolen
+    assert hostprobe.steal_share((10, 100), (10, 100)) == 0.0  # no tick passed
+    sd, steal = hostprobe.host_moments_in_new_process(turns=4, turn_s=0.05)
     assert 0.0 < sd < 2.0 and 0.0 <= steal <= 1.0  # a figure of the machine: four speedups never agree exactly
     seen: dict[str, str] = {}
 
@@ -257,7 +257,7 @@ def test_host_moments_are_measured_in_a_new_process_with_the_childrens_threads(
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     with pytest.raises(RuntimeError, match="host-moments probe failed.*boom"):
-        selftest.host_moments_in_new_process()
+        hostprobe.host_moments_in_new_process()
     assert seen["OMP_PROC_BIND"] == "close" and seen["OMP_PLACES"] == "threads"  # bound as the children's
 
 

@@ -675,10 +675,10 @@ def _loaded_case(rng: random.Random, n: int, hidden_ns: int, threads_busy: float
     request with both cores busy, its path 3 ms of window (stretched by load up to 20 ms on some
     requests) and 5 ms of CPU (OpenMP workers spinning); the submission hides ``hidden_ns`` of one
     thread's work per request outside its 10 µs claims (a helper woken by a finalizer)."""
-    from kernelrank.runner.harness import _Paired, _Side
+    from kernelrank.runner.pairs import PairedCase, Side
     from kernelrank.runner.results import CaseResult
 
-    p = _Paired(CaseResult("benchmark", 0, {}, True, "ok"), _Side("submission", []), _Side("reference", []), cores=2)
+    p = PairedCase(CaseResult("benchmark", 0, {}, True, "ok"), Side("submission", []), Side("reference", []), cores=2)
     for side, claim, hidden in ((p.ref, 10_000_000, 0), (p.sub, 10_000 if hidden_ns else 10_000_000, hidden_ns)):
         for _ in range(n):
             load = rng.choice([0, 0, 0, rng.randint(1_000_000, 17_000_000)])

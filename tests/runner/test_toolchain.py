@@ -120,14 +120,14 @@ def test_judges_build_the_precompiled_header_one_at_a_time() -> None:
     import threading
     import time
 
-    from kernelrank.runner import isolation
+    from kernelrank.runner import pch
 
-    assert isolation.prepare_precompiled_header() == "ok"  # built (or found) before the race
-    fd = os.open(isolation.pch_lock_path(), os.O_RDONLY)
+    assert pch.prepare_precompiled_header() == "ok"  # built (or found) before the race
+    fd = os.open(pch.pch_lock_path(), os.O_RDONLY)
     done: list[str] = []
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        other = threading.Thread(target=lambda: done.append(isolation.prepare_precompiled_header()))
+        other = threading.Thread(target=lambda: done.append(pch.prepare_precompiled_header()))
         other.start()
         time.sleep(1.0)
         assert other.is_alive() and not done, "a second judge checked the header while another held the lock"
