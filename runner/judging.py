@@ -120,10 +120,12 @@ MIN_EXPLAINED_FRACTION = 0.5
 MAIN_OVERHEAD_FLOOR_NS = 500_000
 #: What each call of a request beyond its first adds to both allowances of the gross-lie rule: the
 #: child's own work per call outside the claim (building the input set's views, the alias check,
-#: describing the output: 40-80 µs measured here under load, doubled like the other terms). Requests
-#: of several calls (the CPU's, ``timed.REQUEST_SECONDS``) would otherwise be held to a single
-#: call's allowance. It buys no time: each request still counts for its window less the overhead.
-BOOKKEEPING_PER_CALL_NS = 150_000
+#: describing the output: 190-260 µs of the calling thread's CPU per call measured on the 2-vCPU
+#: Xeon, 16 calls a request of a 7 µs kernel, doubled like the other terms; at 150 µs an honest
+#: fast kernel beside a slow reference was rejected one run in two). Requests of several calls
+#: (the CPU's, ``timed.REQUEST_SECONDS``) would otherwise be held to a single call's allowance. It
+#: buys no time: each request still counts for its window less the path, and its job's CPU time.
+BOOKKEEPING_PER_CALL_NS = 500_000
 
 
 def request_claims(claims: Sequence[int], sizes: Sequence[int] | None, requests: int) -> list[int]:
