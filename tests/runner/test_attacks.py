@@ -7,8 +7,9 @@ optionally ``Message: <text>`` that the verdict's message must contain, and ``Ti
 the timing budget per benchmark case when the attack needs more calls than the shrunk default).
 
 Per attack, the judge runs in its own process (``tests.runner.attack_judge``) set up like a runner
-(children forked from a zygote, one pair of timed processes) with something worth stealing or
-breaking next to it, all under ``tmp_path``:
+(children forked from a zygote, one pair of timed processes; the containment attacks of
+:data:`COLD_PATH` also with children started cold, as ``kernelrank eval`` starts them) with
+something worth stealing or breaking next to it, all under ``tmp_path``:
 
 - canary secrets in the judge's environment (``KERNELRANK_SECRET_SEED`` equal to the run's secret,
   a database URL with a password, an API token), in its home folder (a token file, a client config)
@@ -130,9 +131,11 @@ def _processes_with(marker: str) -> list[int]:
 
 
 def _judge(tmp_path: Path, problem: str, attack: Path, cache_dir: Path, secret_seed: int,
-           env_extra: dict[str, str], home: Path, timing_s: float = TIMING_S,
+           env_extra: dict[str, str], home: Path, timing_s: float = TIMING_S, start: str = "warm",
            ) -> tuple[subprocess.CompletedProcess[bytes] | None, Path, Path, Path]:
-    """Run the judge process on ``attack`` (leaderboard) then the correct submission (test)."""
+    """Run the judge process on ``attack`` (leaderboard) then the correct submission (test), its
+    children forked from a zygote (``start="warm"``, a runner's path) or started cold (``"cold"``,
+    ``kernelrank eval``'s)."""
     judge_dir = tmp_path / "judge"
     broker = judge_dir / ".kernelrank" / "broker"
     broker.mkdir(parents=True, exist_ok=True)
@@ -144,6 +147,7 @@ def _judge(tmp_path: Path, problem: str, attack: Path, cache_dir: Path, secret_s
         "secret_seed": secret_seed, "scratch_dir": str(scratch), "cache_dir": str(cache_dir),
         "results_dir": str(results), "log_limit": 64 * 1024,
         "timing_s": timing_s, "mode_budget_s": MODE_BUDGET_S + 5 * timing_s, "compile_s": COMPILE_S,
+        "start": start,
     }
     # the job message as the filesystem broker keeps it on disk, secret seed included
     job_file = broker / f"{secrets.token_hex(8)}.msg.json"
@@ -315,9 +319,33 @@ def test_the_default_tier_names_attacks_of_the_corpus() -> None:
     assert DEFAULT_TIER <= {_attack_id(p) for p in ATTACKS}
 
 
+#: The containment attacks of issue 43 (shared memory, clean-up, the job's disk, host services,
+#: aliasing through a second mapping, work hidden in the window), judged again on the cold path
+#: (``kernelrank eval``'s: a fresh interpreter per child) in the full tier.
+COLD_PATH = {"softmax/shrink_the_slots", "softmax/deep_folder_chain", "gemm/disk_flood", "gemm/host_services",
+             "softmax/second_mapping_alias", "softmax/allowance_helper_thread"}
+
+
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("attack", [_param(a) for a in ATTACKS])
 def test_attack_never_ranks_and_leaves_no_trace(attack: Path, tmp_path: Path) -> None:
+    _judge_attack(attack, tmp_path, "warm")
+
+
+def test_the_cold_path_set_names_attacks_of_the_corpus() -> None:
+    assert COLD_PATH <= {_attack_id(p) for p in ATTACKS}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("attack", [a for a in ATTACKS if _attack_id(a) in COLD_PATH], ids=_attack_id)
+def test_containment_attacks_hold_on_the_cold_path(attack: Path, tmp_path: Path) -> None:
+    _judge_attack(attack, tmp_path, "cold")
+
+
+def _judge_attack(attack: Path, tmp_path: Path, path: str) -> None:
+    """Judge ``attack`` as :func:`_judge` does on ``path`` (``warm`` or ``cold``) and assert every
+    promise of the module's docstring."""
     problem = attack.parent.parent.name
     meta = _meta(attack)
     cache_dir = tmp_path / "cache"  # the judge's cache folder, a target to write into
@@ -327,7 +355,7 @@ def test_attack_never_ranks_and_leaves_no_trace(attack: Path, tmp_path: Path) ->
     started = time.monotonic()
     try:
         done, results, scratch, _ = _judge(tmp_path, problem, attack, cache_dir, canaries.secret_seed,
-                                           canaries.env(), canaries.home, float(meta.get("Timing", TIMING_S)))
+                                           canaries.env(), canaries.home, float(meta.get("Timing", TIMING_S)), path)
     finally:
         canaries.listener.close()
     elapsed = time.monotonic() - started
@@ -349,8 +377,8 @@ def test_attack_never_ranks_and_leaves_no_trace(attack: Path, tmp_path: Path) ->
     attack_result, correct_result = _load(results / "attack.json"), _load(results / "correct.json")
     problems += _verdict_problems(meta, attack_result, correct_result)
     start = ((attack_result or {}).get("isolation") or {}).get("start")
-    if start not in ("warm", None):  # None: refused before a child started
-        problems.append(f"the attack was judged on the {start} path, not from the zygote as a runner judges it")
+    if start not in (path, None):  # None: refused before a child started
+        problems.append(f"the attack was judged on the {start} path, not the {path} one")
     problems += canaries.problems([attack_result, correct_result])
     if scratch.exists() and any(scratch.iterdir()):
         problems.append(f"the scratch folder is not empty: {sorted(p.name for p in scratch.iterdir())}")
