@@ -129,7 +129,7 @@ class CaseTiming(_Strict):
     pairs, one per round of the cases' slices (``harness._Evaluation._rounds``); unset, the
     device's default (:data:`kernelrank.runner.judging.PROCESSES`). Two processes running the same
     code differ by a few percent for as long as they live; with one pair per run that offset
-    went unseen by the interval (``docs/research/bench-history.md``, issue 14). Page faults in some processes'
+    went unseen by the interval (``docs/research/bench-history.md``). Page faults in some processes'
     first requests made part of it; those pairs no longer count
     (``pairs.Side.settle``), and what remains is the process's own: on this project's AMD VMs,
     with two OpenMP threads, a process runs the reference's bfloat16 6144x512 softmax at ~1.6 ms

@@ -281,7 +281,7 @@ class JobGroup:
             # its way back to its socket after answering must get a CPU to stop), and a judge
             # spinning on that CPU held it off for the scheduler's slice. Busy-polling first took
             # 3.7 ms a freeze (p90 6 ms) after a call whose OpenMP workers spin-wait; sleeping,
-            # 0.25-0.4 ms (docs/research/bench-history.md, issue 14)
+            # 0.25-0.4 ms (docs/research/bench-history.md)
             time.sleep(FREEZE_POLL_S)
             if time.monotonic() > end:
                 raise CgroupError(f"the job's cgroup did not freeze within {timeout:g} s")

@@ -130,7 +130,7 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
 #: piece's cost is mostly its fixed per-call costs (a read's system call and the pidfd poll after
 #: it, a ctypes call): a softmax input set's checking took 2.3-2.6 ms in pieces of 1 Mi against
 #: 3.3-3.4 ms in pieces of 64 Ki (float32 4096x1024), 1.3 against 2.3-2.6 ms (bfloat16 1024x4096);
-#: 512 Ki and 2 Mi were 0.1-0.3 ms slower than 1 Mi. docs/research/bench-history.md, issue 14, section 18.
+#: 512 Ki and 2 Mi were 0.1-0.3 ms slower than 1 Mi (docs/research/bench-history.md).
 PIECE_VALUES = 1 << 20
 
 
@@ -210,7 +210,7 @@ def _all_finite_close(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float
     bfloat16 and float16, converted first), into the two buffers, with no boolean tensor
     (``Tensor.all`` on one took 20 ms for 4M values here, ``amax`` of the floats 0.6 ms) and no
     temporaries: 2.1 ms for 4M float32 values in pieces, against 2.6 ms with a temporary per
-    operation (docs/research/bench-history.md, issue 14).
+    operation (docs/research/bench-history.md).
 
     The bound is rounded as :func:`check_output` rounds it (``|r| * rtol``, then ``+ atol``), and
     ``a - b <= 0`` holds exactly when ``a <= b`` in floating point, so True implies the full rule

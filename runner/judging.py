@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from kernelrank.runner.stats import Interval, quantile
 
@@ -338,6 +338,26 @@ def _batches(sizes: list[int], calls: int) -> list[tuple[int, int]]:
     return out
 
 
+def _request_batches(claims: Sequence[float], sizes: list[int], batch_calls: int,
+                     ) -> Iterator[tuple[int, int, list[float]]]:
+    """``(first request, end request, their calls' claims)`` of each batch of :func:`_batches`
+    (``sizes[i]`` calls in request ``i``)."""
+    starts = [0]
+    for k in sizes:
+        starts.append(starts[-1] + k)
+    for first, end in _batches(sizes, max(1, batch_calls)):
+        yield first, end, [float(c) for c in claims[starts[first]:starts[end]]]
+
+
+def _shares(mine: list[float], total: float) -> list[float]:
+    """``total`` (ns) shared among a batch's calls in proportion to their claims ``mine``, evenly
+    when they claim nothing."""
+    claimed = sum(mine)
+    if claimed > 0:
+        return [c * total / claimed for c in mine]
+    return [total / len(mine) for _ in mine]
+
+
 def judge_batches(claims: list[int], windows: list[int], overhead: RunnerOverhead,
                   sizes: list[int] | None = None, batch_calls: int = BATCH_CALLS,
                   z: float = BATCH_Z) -> BatchJudgement:
@@ -362,17 +382,13 @@ def judge_batches(claims: list[int], windows: list[int], overhead: RunnerOverhea
     sizes = sizes or [1] * len(windows)
     if sum(sizes) != len(claims) or len(sizes) != len(windows):
         raise ValueError("claims, windows and sizes disagree")
-    starts = [0]
-    for k in sizes:
-        starts.append(starts[-1] + k)
     judged: list[float] = []
     replaced = 0
     allowance = 0.0
     per_call: list[float] = []
-    for first, end in _batches(sizes, max(1, batch_calls)):
+    for first, end, mine in _request_batches(claims, sizes, batch_calls):
         n = end - first
-        mine = claims[starts[first]:starts[end]]
-        total_claims = float(sum(mine))
+        total_claims = sum(mine)
         seen = float(sum(windows[first:end])) - n * overhead.median_ns
         allowed = z * overhead.spread_ns * math.sqrt(n) + n * BATCH_FLOOR_NS
         unexplained = seen - total_claims
@@ -382,15 +398,12 @@ def judge_batches(claims: list[int], windows: list[int], overhead: RunnerOverhea
         if unexplained > allowed:
             replaced += 1
             total = seen - allowed
-        if total_claims > 0:
-            judged.extend(c * total / total_claims for c in mine)
-        else:
-            judged.extend(total / len(mine) for _ in mine)
+        judged.extend(_shares(mine, total))
     return BatchJudgement(judged, len(per_call), replaced, allowance,
                           statistics.median(per_call) if per_call else 0.0)
 
 
-# -- the job's CPU time against the claims (issue 43) ---------------------------------------------
+# -- the job's CPU time against the claims -------------------------------------------------------
 # A request's window holds the path (thaw, bookkeeping, freeze) besides its calls, and work can hide
 # there on threads other than the calling one (a helper woken by a finalizer computes the next
 # outputs while the calling thread sleeps). The job's cgroup counts every thread's CPU time and
@@ -431,16 +444,12 @@ def cpu_charges(claims: Sequence[float], job_cpu: Sequence[int], path: RunnerOve
     if sum(sizes) != len(claims) or len(sizes) != len(job_cpu):
         raise ValueError("claims, job CPU times and sizes disagree")
     cores = max(1, int(cores))
-    starts = [0]
-    for k in sizes:
-        starts.append(starts[-1] + k)
     judged: list[float] = []
     replaced = 0
     allowance = 0.0
     per_call: list[float] = []
-    for first, end in _batches(sizes, max(1, batch_calls)):
+    for first, end, mine in _request_batches(claims, sizes, batch_calls):
         n = end - first
-        mine = [float(c) for c in claims[starts[first]:starts[end]]]
         total_claims = sum(mine)
         unexplained = float(sum(job_cpu[first:end])) - cores * total_claims - n * path.median_ns
         allowed = z * path.spread_ns * math.sqrt(n)
@@ -450,10 +459,7 @@ def cpu_charges(claims: Sequence[float], job_cpu: Sequence[int], path: RunnerOve
         if unexplained > allowed:
             replaced += 1
             extra = (unexplained - allowed) / cores
-        if total_claims > 0:
-            judged.extend(c * (total_claims + extra) / total_claims for c in mine)
-        else:
-            judged.extend(extra / len(mine) for _ in mine)
+        judged.extend(_shares(mine, total_claims + extra))
     return BatchJudgement(judged, len(per_call), replaced, allowance,
                           statistics.median(per_call) if per_call else 0.0)
 

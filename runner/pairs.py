@@ -205,26 +205,35 @@ class PairedCase:
         return (judging.judge_batches(sub, self.sub.windows, path, self.sub.sizes).judged_ns,
                 judging.judge_batches(ref, self.ref.windows, path, self.ref.sizes).judged_ns, overhead)
 
+    def _cpu_rule(self) -> tuple[judging.RunnerOverhead, judging.BatchJudgement, judging.BatchJudgement] | None:
+        """The path's CPU time (:func:`~kernelrank.runner.judging.cpu_path`) and both sides'
+        :func:`~kernelrank.runner.judging.cpu_charges` (submission's, reference's); ``None`` with
+        too few reference requests for a path, or a side's job CPU time not readable on every
+        request."""
+        if len(self.ref.windows) < judging.RUNNER_OVERHEAD_MIN_SAMPLES or not (
+                readable(self.sub.job_cpu) and readable(self.ref.job_cpu)):
+            return None
+        path = judging.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
+        return (path, judging.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes),  # type: ignore[arg-type]
+                judging.cpu_charges(self.ref.claims, self.ref.job_cpu, path, self.cores, self.ref.sizes))  # type: ignore[arg-type]
+
     def charged(self) -> tuple[list[float], list[float]]:
         """Both sides' claims (ns per call) with the CPU time their jobs used outside them
-        charged (:func:`~kernelrank.runner.judging.cpu_charges`); the claims as they are where a
-        side's job CPU time was not readable on every request."""
-        if not (readable(self.sub.job_cpu) and readable(self.ref.job_cpu)):
+        charged (:meth:`_cpu_rule`); the claims as they are where that rule does not apply."""
+        rule = self._cpu_rule()
+        if rule is None:
             return [float(c) for c in self.sub.claims], [float(c) for c in self.ref.claims]
-        path = judging.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
-        return (judging.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes).judged_ns,  # type: ignore[arg-type]
-                judging.cpu_charges(self.ref.claims, self.ref.job_cpu, path, self.cores, self.ref.sizes).judged_ns)  # type: ignore[arg-type]
+        return rule[1].judged_ns, rule[2].judged_ns
 
     def cpu_judgement(self) -> dict[str, Any] | None:
         """The submission's :func:`~kernelrank.runner.judging.cpu_charges` figures (batches charged,
         the allowance and the median unexplained CPU per call in wall ns), for the case's record;
         ``None`` where not judged so."""
-        if len(self.ref.windows) < judging.RUNNER_OVERHEAD_MIN_SAMPLES or not (
-                readable(self.sub.job_cpu) and readable(self.ref.job_cpu)):
+        rule = self._cpu_rule()
+        if rule is None:
             return None
-        path = judging.cpu_path(self.ref.claims, self.ref.job_cpu, self.cores, self.ref.sizes)  # type: ignore[arg-type]
-        j = judging.cpu_charges(self.sub.claims, self.sub.job_cpu, path, self.cores, self.sub.sizes)  # type: ignore[arg-type]
-        return {**j.to_dict(), "cores": self.cores, "path_median_ns": path.median_ns, "path_spread_ns": path.spread_ns}
+        path, sub, _ = rule
+        return {**sub.to_dict(), "cores": self.cores, "path_median_ns": path.median_ns, "path_spread_ns": path.spread_ns}
 
     def paired_times(self) -> tuple[list[float], list[float]]:
         """Per pair (one request of each side on the same input sets), the submission's and the

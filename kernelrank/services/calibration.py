@@ -172,7 +172,7 @@ def board_spread(session: Session, revision_id: int, device: str, exclude_id: in
     own (``submissions.runs_spread``, one degree of freedom each: a leaderboard submission's two
     runs); ``None`` when none did. Two runs estimate their spread from one difference; a board's
     many submissions, each such a difference on the same machine and reference, estimate it
-    well (issue 14, docs/research/bench-history.md)."""
+    well (docs/research/bench-history.md)."""
     query = (select(Submission.runs_spread)
              .where(Submission.problem_revision_id == revision_id, Submission.device == device,
                     Submission.runs_spread.is_not(None))
