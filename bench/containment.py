@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from kernelrank.runner import cgroups, isolation_check
-from kernelrank.runner.sandbox import SubmissionProcess
+from kernelrank.runner.containment import cgroups, isolation_check
+from kernelrank.runner.containment.sandbox import SubmissionProcess
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE = (ROOT / "reference_kernels" / "softmax" / "examples" / "correct_pytorch.py").read_text()
@@ -80,7 +80,7 @@ def rule_cost(requests: int = 1000) -> None:
     """The CPU-time rule's own cost per request (µs): a case of ``requests`` single-call requests."""
     import random
 
-    from kernelrank.runner import judging
+    from kernelrank.runner.judge import judging
 
     rng = random.Random(0)
     claims = [rng.randint(1_000_000, 2_000_000) for _ in range(requests)]

@@ -1,6 +1,6 @@
 """A bounded load generator: one process spinning on one CPU for a set time, then exiting.
 
-It stands for the other tenant of a shared machine in ``bench/harness.py``'s loaded figures: one
+It stands for the other tenant of a shared machine in ``bench/scores.py``'s loaded figures: one
 busy thread (pure Python arithmetic, no memory traffic to speak of), pinned to one CPU (the last
 one this process may use, unless ``--cpu`` names another), at normal priority. It stops by itself
 after ``--seconds`` (and with the process that started it, through :func:`hog`), so a bench that

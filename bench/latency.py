@@ -11,7 +11,7 @@ Postgres and Redis (e.g. those of ``scripts/test-servers.sh``). Then:
    last verdict (one runner, one job at a time).
 
 Prints figures, asserts nothing. Targets (bench/README.md): p50 under 1 s on a 2-core machine,
-which needs the runner's warm start (``runner/zygote.py``; ``--cold`` turns it off to compare).
+which needs the runner's warm start (``runner/submission/zygote.py``; ``--cold`` turns it off to compare).
 
 Usage: ``python bench/latency.py [--jobs 50] [--cold] [--database-url URL --broker-url URL]``
 """

@@ -1,6 +1,6 @@
 """Record the judge's raw paired timings of real leaderboard runs into a JSON file.
 
-Each run of each file is judged in leaderboard mode on the CPU (``kernelrank.runner.harness``,
+Each run of each file is judged in leaderboard mode on the CPU (``kernelrank.runner.judge.harness``,
 child and reference contained as on a runner); every pair the judge timed, counted or not, is
 kept as the harness's ``pairs`` event gives it (``[submission first, its claim, window,
 main-thread CPU, the reference's claim, window, main-thread CPU]``, ns), with the run's figures. ``tests/fixtures/timings/`` holds such recordings; ``bench/estimators.py``
@@ -30,8 +30,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from cpu_hog import hog  # noqa: E402
 
 from kernelrank.problems import load_problem  # noqa: E402
-from kernelrank.runner.devices import cpu_threads, device_info  # noqa: E402
-from kernelrank.runner.harness import EvalOptions, evaluate  # noqa: E402
+from kernelrank.runner.host.devices import cpu_threads, device_info  # noqa: E402
+from kernelrank.runner.judge.harness import EvalOptions, evaluate  # noqa: E402
 
 DEFAULT_FILES = (ROOT / "bench" / "kernels" / "softmax_identical.py",
                  ROOT / "reference_kernels" / "softmax" / "examples" / "correct_pytorch.py")

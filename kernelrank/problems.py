@@ -112,7 +112,7 @@ class CaseTiming(_Strict):
     ``benchmark``, ``leaderboard``: seconds of wall time per case. A case whose speedup's 95%
     interval is still wider than ``target`` (relative half width: 0.03 is ±3%) when that is spent
     gets more time, up to ``cap`` times it in all; a case still wider than ``noisy_above``
-    (0.25 is ±25%) then is marked noisy (:func:`kernelrank.runner.judging.stop_rule`), and a run
+    (0.25 is ±25%) then is marked noisy (:func:`kernelrank.runner.judge.judging.stop_rule`), and a run
     whose speedup over its cases is wider than ``noisy_above / sqrt(cases)`` is too noisy and not
     ranked (:func:`kernelrank.runner.stats.run_noisy`); all are held against the interval without
     the offsets between processes, which more time does not shrink. ±3% by default: at the budget alone (3 s per
@@ -127,7 +127,7 @@ class CaseTiming(_Strict):
 
     ``processes``: how many pairs of processes (a submission's and a reference's) time a case's
     pairs, one per round of the cases' slices (``harness._Evaluation._rounds``); unset, the
-    device's default (:data:`kernelrank.runner.judging.PROCESSES`). Two processes running the same
+    device's default (:data:`kernelrank.runner.judge.judging.PROCESSES`). Two processes running the same
     code differ by a few percent for as long as they live; with one pair per run that offset
     went unseen by the interval (``docs/research/bench-history.md``). Page faults in some processes'
     first requests made part of it; those pairs no longer count

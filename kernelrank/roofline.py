@@ -9,7 +9,7 @@ can reach at most
 
 and its share of the roofline is ``achieved / attainable`` (1 = on the roof). Equivalently
 ``max(achieved_flops / peak_flops, achieved_bytes_per_s / bandwidth)``: the tighter of the two
-ceilings. The ceilings are the runner's own measurements (:mod:`kernelrank.runner.ceilings`:
+ceilings. The ceilings are the runner's own measurements (:mod:`kernelrank.runner.host.ceilings`:
 copy bandwidth, dense matmul rate per dtype), taken from its heartbeat and stored with each
 result (:func:`attach`), so a share never depends on a datasheet.
 
@@ -96,7 +96,7 @@ def ceiling_dtype(spec: dict[str, Any] | None, rates: dict[str, Any], problem_dt
 
 
 def clean_ceilings(ceilings: Any) -> dict[str, Any] | None:
-    """``ceilings`` as a runner reported them (:func:`kernelrank.runner.ceilings.measure`), kept
+    """``ceilings`` as a runner reported them (:func:`kernelrank.runner.host.ceilings.measure`), kept
     only where it has a positive copy bandwidth or matmul rate (heartbeats are data from another
     machine); ``None`` otherwise."""
     if not isinstance(ceilings, dict):

@@ -34,10 +34,10 @@ class Settings(BaseSettings):
     #: Bytes of the submission's stdout and of its stderr kept as logs (head and tail halves).
     log_limit_bytes: int = Field(default=64 * 1024, ge=1024)
     #: How a runner isolates submitted code: ``auto`` (the strongest method this machine supports),
-    #: ``setuid`` (needs root), ``userns`` or ``none``; see ``kernelrank.runner.isolation``.
+    #: ``setuid`` (needs root), ``userns`` or ``none``; see ``kernelrank.runner.containment.isolation``.
     runner_isolation: Literal["auto", "setuid", "userns", "none"] = "auto"
     #: A runner refuses leaderboard jobs when it cannot cut submitted code off the network or contain
-    #: it in a cgroup frozen outside its calls (runner/cgroups.py), unless
+    #: it in a cgroup frozen outside its calls (runner/containment/cgroups.py), unless
     #: its operator sets this (the result still records that the network was not isolated).
     runner_allow_unisolated_network: bool = False
     #: Fork each child from a zygote with torch already imported (saves about a second per run).

@@ -53,7 +53,7 @@ class CaseResult:
     Benchmark cases in timed modes are timed in pairs with the reference (same run, same path,
     alternating call by call on the same fresh inputs): ``timing`` and ``ref_timing`` hold each
     side's :class:`~kernelrank.runner.stats.TimingStats` as a dict in ns (the raw times, as judged:
-    :func:`~kernelrank.runner.judging.judged_times`); ``ref_mean_ns`` is ``ref_timing``'s mean;
+    :func:`~kernelrank.runner.judge.judging.judged_times`); ``ref_mean_ns`` is ``ref_timing``'s mean;
     ``speedup`` is the paired estimate (:func:`~kernelrank.runner.stats.paired_speedup`) and
     ``speedup_ci`` its 95% interval ``[low, high]``; ``reference_ns`` the reference time the case's
     time is based on (the service's calibration, or this run's reference) and ``time_ns =
@@ -67,7 +67,7 @@ class CaseResult:
     ``checked`` counts outputs compared to the reference.
     ``roofline`` is the share of the runner's roofline the case reached
     (:func:`kernelrank.roofline.case_roofline`), set where the runner's ceilings are known.
-    Error figures are as in :class:`~kernelrank.runner.checking.CheckResult` (``inf`` or ``nan``
+    Error figures are as in :class:`~kernelrank.runner.judge.checking.CheckResult` (``inf`` or ``nan``
     where a mismatch is non-finite; ``nan_mismatches`` and ``inf_mismatches`` count those).
     """
 
@@ -129,12 +129,12 @@ class EvalResult:
     only the working folder and private temporary folders writable, or ``private-cwd``), ``user``
     (``sandbox-uid`` or ``same-uid`` as the judge), ``uid``, ``capabilities`` (hex), ``hidden``
     and ``private_tmp`` folders, ``limits`` (named as in
-    :class:`~kernelrank.runner.limits.SandboxLimits`, plus ``processes_enforced``), ``priority``
-    (``nice`` of the child's thread and of its ``autogroup``: :func:`~kernelrank.runner.procfs.priority`),
+    :class:`~kernelrank.runner.containment.rlimits.SandboxLimits`, plus ``processes_enforced``), ``priority``
+    (``nice`` of the child's thread and of its ``autogroup``: :func:`~kernelrank.runner.containment.procfs.priority`),
     ``huge_pages``, ``output_reads`` and ``cleanup``. ``needs_review`` marks a passing result whose speedup
     is beyond the problem's ``review_speedup`` (``review_reason`` says which), for an
     administrator to look at; the verdict itself is unchanged. ``ceilings`` are the measured
-    ceilings of the machine that ran it (:mod:`kernelrank.runner.ceilings`), from which each
+    ceilings of the machine that ran it (:mod:`kernelrank.runner.host.ceilings`), from which each
     case's ``roofline`` share comes (:func:`kernelrank.roofline.attach`); ``None`` when unknown.
     """
 

@@ -2,7 +2,7 @@
 
 What the harness and the services decide from timings, readable in one place and tested on timings
 recorded on real machines (``tests/fixtures/timings/``) without a child, a device or torch (what
-a timed call counts for, against the judge's clock and the job's CPU time: :mod:`kernelrank.runner.judging`):
+a timed call counts for, against the judge's clock and the job's CPU time: :mod:`kernelrank.runner.judge.judging`):
 
 - **summaries** of per-call times (:func:`summarize`) and the **geometric mean** over cases;
 - **pairing**: the submission and the reference are timed alternately, call by call, on the same
@@ -10,7 +10,7 @@ a timed call counts for, against the judge's clock and the job's CPU time: :mod:
   is estimated from those ratios with a 95% interval (:func:`paired_speedup`), combined over cases
   with a geometric mean (:func:`combine`);
 - whether a run is known too poorly to rank (:func:`run_noisy`; when to stop timing a case:
-  :func:`kernelrank.runner.judging.stop_rule`);
+  :func:`kernelrank.runner.judge.judging.stop_rule`);
 - **between runs**: a leaderboard submission's speedup over its public and secret runs, with an
   interval that holds how far they differ (:func:`combine_runs`), and whether they disagree too
   much to rank (:func:`runs_disagree`).
@@ -417,10 +417,10 @@ def overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
 def run_noisy(combined: Interval, cases: int, noisy_above: float) -> bool:
     """Whether a run is too noisy to rank: its speedup's interval over the cases
     (:func:`combine`), without the processes' offsets (:attr:`Interval.within_half_width`, as
-    :func:`~kernelrank.runner.judging.stop_rule` holds a case), is wider than ``noisy_above / sqrt(cases)`` (relative half
+    :func:`~kernelrank.runner.judge.judging.stop_rule` holds a case), is wider than ``noisy_above / sqrt(cases)`` (relative half
     widths), the width of a run whose every case is at the limit.
 
-    A case still wider than ``noisy_above`` after its extra time is flagged (:func:`~kernelrank.runner.judging.stop_rule`),
+    A case still wider than ``noisy_above`` after its extra time is flagged (:func:`~kernelrank.runner.judge.judging.stop_rule`),
     but the ranked number is the run's score, a geometric mean over its cases: one case the host
     disturbed while the others are precise leaves a score known well enough to rank, shown with
     its interval (ties marked by overlap). Held case by case instead, the rule refused a third

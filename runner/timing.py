@@ -15,7 +15,7 @@ How many calls, and what they add up to, is decided by the judge from the pairs 
 the device as a parameter (:class:`DeviceAPI`): CI drives it with a simulated GPU timeline
 (``tests/runner/simgpu.py``); only :class:`TorchCuda`, which binds ``torch.cuda`` to that
 interface, needs a GPU. The judge's cross-check of claims at kernel scale
-(:func:`~kernelrank.runner.judging.runner_overhead`, :func:`~kernelrank.runner.judging.judge_batches`)
+(:func:`~kernelrank.runner.judge.judging.runner_overhead`, :func:`~kernelrank.runner.judge.judging.judge_batches`)
 is in the statistics module with the rest.
 """
 
@@ -265,7 +265,7 @@ class CudaTimer:
 
 class TorchCuda:  # pragma: no cover - GPU-only: torch.cuda behind DeviceAPI; CI drives CudaTimer with tests/runner/simgpu.py
     """:class:`DeviceAPI` over ``torch.cuda``. Each attribute the timer uses is bound once here,
-    so the child's tripwire (:mod:`~kernelrank.runner.integrity`) sees a replaced one."""
+    so the child's tripwire (:mod:`~kernelrank.runner.submission.integrity`) sees a replaced one."""
 
     def __init__(self) -> None:
         import torch

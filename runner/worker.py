@@ -7,7 +7,7 @@ redelivered job that is finished, running elsewhere or out of attempts is droppe
 and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
 ``control`` queue. A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
 ``settings.heartbeat_seconds`` (with the device's ceilings, measured once before the first job:
-:mod:`kernelrank.runner.ceilings`), and a last one, saying it stops, when the worker shuts down.
+:mod:`kernelrank.runner.host.ceilings`), and a last one, saying it stops, when the worker shuts down.
 
 Every job ends in recorded results: a broken problem or judge error becomes an ``error`` result
 with a message, the soft time limit a ``timeout`` result. The runner imports no database code.
@@ -191,7 +191,7 @@ def _sweep(scratch: Any) -> None:
     """Unmount and remove job folders whose judge process is gone (a judge killed mid-job)."""
     import tempfile
 
-    from kernelrank.runner import jobdisk
+    from kernelrank.runner.containment import jobdisk
 
     try:
         if swept := jobdisk.sweep(Path(scratch) if scratch else Path(tempfile.gettempdir())):
@@ -204,7 +204,7 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
     """One harness run as a JSON-ready result dict; judge failures become an ``error`` result."""
     try:
         from kernelrank.problems import ProblemSpec
-        from kernelrank.runner.harness import EvalOptions, evaluate
+        from kernelrank.runner.judge.harness import EvalOptions, evaluate
 
         settings = get_settings()
         _sweep(settings.scratch_dir)  # what judges gone before left: mounts, folders
@@ -280,7 +280,7 @@ def heartbeat_info(queue: str) -> dict[str, Any]:
 
 def measured_ceilings(queue: str) -> dict[str, Any] | None:
     """[issue 17] The ceilings of this runner's device (copy bandwidth, matmul rate per dtype:
-    :mod:`kernelrank.runner.ceilings`), measured once per runner process, in a subprocess (no CUDA
+    :mod:`kernelrank.runner.host.ceilings`), measured once per runner process, in a subprocess (no CUDA
     or OpenMP state reaches the worker), with the threads the judge gives a kernel; ``None`` when
     ``settings.runner_ceilings`` is off or the measurement failed (logged)."""
     global _ceilings, _ceilings_tried
@@ -289,11 +289,11 @@ def measured_ceilings(queue: str) -> dict[str, Any] | None:
         return None
     if not _ceilings_tried:  # once: a later try would run beside a job and disturb both
         _ceilings_tried = True
-        from kernelrank.runner.devices import cpu_threads
+        from kernelrank.runner.host.devices import cpu_threads
 
         cls = device_class(queue)
         threads = cpu_threads(settings.cpu_threads) if cls == "cpu" else 0
-        argv = [sys.executable, "-m", "kernelrank.runner.ceilings", "--device", cls, "--threads", str(threads)]
+        argv = [sys.executable, "-m", "kernelrank.runner.host.ceilings", "--device", cls, "--threads", str(threads)]
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
             _ceilings = json.loads(out.stdout.strip().splitlines()[-1])
@@ -314,16 +314,16 @@ def _device_facts(queue: str) -> dict[str, Any]:
     settings = get_settings()
     cls = device_class(queue)
     if cls == "cpu":
-        from kernelrank.runner.devices import device_info
+        from kernelrank.runner.host.devices import device_info
 
         info = device_info("cpu", settings.cpu_threads).to_dict()
     else:
-        code = ("import json; from kernelrank.runner.devices import device_info; "
+        code = ("import json; from kernelrank.runner.host.devices import device_info; "
                 "print(json.dumps(device_info('cuda').to_dict()))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
         info = json.loads(out.stdout.strip().splitlines()[-1])
         # [issue 16] NVML's facts (no CUDA context: safe in the worker's main process)
-        from kernelrank.runner import gpuinfo
+        from kernelrank.runner.host import gpuinfo
 
         info["gpu"] = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES")) | _clock_lock
     # [issue 16] the start-up self-test's result and date (kernelrank runner --self-test)
@@ -407,12 +407,12 @@ SelfTestRunner = Any
 
 
 def run_self_test_process(device: str, quick: bool = True, timeout: float = 3600.0) -> dict[str, Any]:
-    """Run ``python -m kernelrank.runner.selftest --json`` for ``device`` in a subprocess (CUDA must
+    """Run ``python -m kernelrank.runner.host.selftest --json`` for ``device`` in a subprocess (CUDA must
     not be initialised in the worker's main process) and return its summary; its table goes to
     this process's stderr. A self-test that crashes or times out is a failed one."""
     import datetime as dt
 
-    argv = [sys.executable, "-m", "kernelrank.runner.selftest", "--device", device, "--json"] + (["--quick"] if quick else [])
+    argv = [sys.executable, "-m", "kernelrank.runner.host.selftest", "--device", device, "--json"] + (["--quick"] if quick else [])
     at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     try:
         out = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=timeout)
@@ -458,7 +458,7 @@ def lock_gpu_clocks(requested_mhz: int = 0) -> dict[str, Any]:  # pragma: no cov
     the outcome is shown with the GPU's facts in every heartbeat. Unlocked again at exit."""
     import atexit
 
-    from kernelrank.runner import gpuinfo
+    from kernelrank.runner.host import gpuinfo
 
     nvml = gpuinfo.load_nvml()
     if nvml is None:
@@ -513,8 +513,8 @@ def _warm_zygote(device: str, settings: Any) -> Any:
     ``None`` when warm starts are off or the zygote cannot start (the run then starts cold)."""
     if not settings.runner_warm_start:
         return None
-    from kernelrank.runner.devices import cpu_threads
-    from kernelrank.runner.zygote import Zygote
+    from kernelrank.runner.host.devices import cpu_threads
+    from kernelrank.runner.submission.zygote import Zygote
 
     threads = cpu_threads(settings.cpu_threads) if device == "cpu" else 0
     with _zygote_lock:

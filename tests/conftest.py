@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tests.e2e.conftest import Service
 
 from kernelrank.problems import Problem, load_problem
-from kernelrank.runner.harness import EvalOptions
+from kernelrank.runner.judge.harness import EvalOptions
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SUBMISSIONS = FIXTURES / "submissions"

@@ -18,8 +18,8 @@ import pytest
 
 from kernelrank import vocab
 from kernelrank.problems import load_problem
-from kernelrank.runner.answers import reference_submission
-from kernelrank.runner.harness import evaluate
+from kernelrank.runner.judge.answers import reference_submission
+from kernelrank.runner.judge.harness import evaluate
 from kernelrank.runner.results import Status
 
 ROOT = Path(__file__).resolve().parent.parent

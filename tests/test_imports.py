@@ -19,7 +19,7 @@ import yaml
 from kernelrank.importers import ProblemImportError, import_gpumode, import_kernelbench
 from kernelrank.importers.common import fit_case, rewrite_devices, scaled
 from kernelrank.problems import load_problem
-from kernelrank.runner.harness import evaluate
+from kernelrank.runner.judge.harness import evaluate
 from kernelrank.runner.results import Status
 from tests.conftest import FIXTURES
 

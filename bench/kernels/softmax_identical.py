@@ -1,5 +1,5 @@
 """The softmax reference's own computation as a submission: its speedup over the reference is 1
-by construction, so what a measurement reads for it is the measurement's error (bench/harness.py)."""
+by construction, so what a measurement reads for it is the measurement's error (bench/scores.py)."""
 
 import torch
 

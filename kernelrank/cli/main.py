@@ -107,8 +107,8 @@ def eval_command(
 ) -> None:
     """Judge FILE on PROBLEM exactly as the service would, on this machine."""
     from kernelrank.cli.render import make_console, result_view
-    from kernelrank.runner.devices import detect_device
-    from kernelrank.runner.harness import EvalOptions, evaluate
+    from kernelrank.runner.host.devices import detect_device
+    from kernelrank.runner.judge.harness import EvalOptions, evaluate
     from kernelrank.runner.results import EvalResult, Status
     from kernelrank.settings import get_settings
 
@@ -176,10 +176,10 @@ def eval_command(
 
 def _with_roofline(result, spec, device: str, threads: int, err):  # noqa: ANN001, ANN202 - types load lazily
     """``result`` with this machine's measured ceilings and each benchmark case's roofline share
-    (:mod:`kernelrank.runner.ceilings`, :func:`kernelrank.roofline.attach`); unchanged, with a
+    (:mod:`kernelrank.runner.host.ceilings`, :func:`kernelrank.roofline.attach`); unchanged, with a
     warning on stderr, when the measurement fails."""
     from kernelrank import roofline
-    from kernelrank.runner.ceilings import measure
+    from kernelrank.runner.host.ceilings import measure
     from kernelrank.runner.results import EvalResult
 
     try:

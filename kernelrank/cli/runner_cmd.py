@@ -6,7 +6,7 @@ each job's time limits apply and a crash in the judge loses the pool process, no
 Gossip, mingle and the event heartbeat are off: the embedded filesystem broker is polled, and
 liveness is the runner's own heartbeat to the server.
 
-Before it takes a job the runner runs its self-test (``runner/selftest.py``, quick budgets) and
+Before it takes a job the runner runs its self-test (``runner/host/selftest.py``, quick budgets) and
 takes none if it fails. ``--self-test`` runs the full self-test alone and exits with its status.
 On a machine with several GPUs run one runner per GPU: ``--gpu N`` sets ``CUDA_VISIBLE_DEVICES``
 (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so N is nvidia-smi's index) for the runner and its children,
@@ -47,7 +47,7 @@ def gpu_name(timeout: float = 120.0) -> str | None:
     process (its forked pool processes could not use it). ``None`` when there is no CUDA device."""
     import os
 
-    from kernelrank.runner import gpuinfo
+    from kernelrank.runner.host import gpuinfo
 
     facts = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES"))
     if facts.get("name"):  # pragma: no cover - GPU-only: NVML answers where a driver is loaded
@@ -145,7 +145,7 @@ def runner(
     if gpu is not None:
         pin_gpu(gpu)
     if self_test:
-        from kernelrank.runner import selftest
+        from kernelrank.runner.host import selftest
 
         cls = vocab.device_class(choose_queue(device, queue)) if device != vocab.LOCAL_CUDA else vocab.DeviceClass.cuda.value
         argv = ["--device", cls] + (["--quick"] if quick else [])

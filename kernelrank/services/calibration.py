@@ -31,7 +31,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Calibration, Submission
-from kernelrank.runner import stats  # torch-free
+from kernelrank.runner import stats
 from kernelrank.runner.stats import Interval
 from kernelrank.vocab import Verdict
 
@@ -129,7 +129,7 @@ def over_measurements(measurements: list[list[dict[str, Any]]], noisy_above: flo
                       board: tuple[float, int] | None = None) -> Measured:
     """A leaderboard submission's speedup over all its measurements, each the list of its run
     results (public, then secret), the earliest first: the one rule the service
-    (:func:`kernelrank.services.submissions.record_run`) and ``bench/harness.py`` rank by.
+    (:func:`kernelrank.services.submissions.record_run`) and ``bench/scores.py`` rank by.
 
     Every passing, timed run of every measurement is combined (:func:`over_runs`), noisy ones
     too: a run is never dropped for being noisy, since a kernel that made its slow runs erratic

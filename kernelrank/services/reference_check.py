@@ -77,8 +77,8 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _run(message: dict[str, Any]) -> dict[str, Any]:
-    from kernelrank.runner.answers import reference_submission
-    from kernelrank.runner.harness import EvalOptions, evaluate
+    from kernelrank.runner.judge.answers import reference_submission
+    from kernelrank.runner.judge.harness import EvalOptions, evaluate
     from kernelrank.settings import get_settings
 
     settings = get_settings()

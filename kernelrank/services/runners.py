@@ -37,7 +37,7 @@ def online(session: Session, within_s: float) -> list[Runner]:
 
 def ceilings_of(session: Session, name: str | None) -> dict[str, Any] | None:
     """The ceilings runner ``name`` measured when it started (``info["ceilings"]`` of its
-    heartbeat, :mod:`kernelrank.runner.ceilings`), or ``None`` (unknown runner, none measured)."""
+    heartbeat, :mod:`kernelrank.runner.host.ceilings`), or ``None`` (unknown runner, none measured)."""
     if not name:
         return None
     info = session.scalar(select(Runner.info).where(Runner.name == name))

@@ -333,7 +333,7 @@ def test_measuring_again_is_bounded_and_a_requeue_judges_afresh(client: TestClie
 
 
 def test_over_measurements_combines_every_run_and_ranks_on_the_latest_measurements_noise() -> None:
-    """The rule the service and bench/harness.py share: every passing, timed run of every
+    """The rule the service and bench/scores.py share: every passing, timed run of every
     measurement is combined, noisy ones included (a kernel that made its slow runs erratic is not
     scored on its steady fast ones); only the latest measurement's noise keeps it unranked; the
     stored spread is the first measurement's (unselected) two runs'; measuring again stops at

@@ -69,7 +69,7 @@ def _judge(job: dict[str, Any], queue: str, work: Path, kind: str) -> dict[str, 
 
     from kernelrank.problems import ProblemSpec
     from kernelrank.queue import device_class
-    from kernelrank.runner.harness import EvalOptions, evaluate
+    from kernelrank.runner.judge.harness import EvalOptions, evaluate
     from kernelrank.runner.results import CaseResult
 
     spec = ProblemSpec.from_message(job["problem"])

@@ -2,7 +2,7 @@
 
 ``python -m tests.runner.attack_judge JOB_FILE`` reads a job (JSON) the way a runner holds one:
 problem, the attack's source path, the secret seed, scratch and cache folders. It judges the
-attack in leaderboard mode with :func:`kernelrank.runner.harness.evaluate`, its children forked
+attack in leaderboard mode with :func:`kernelrank.runner.judge.harness.evaluate`, its children forked
 from a zygote as a runner's are (the warm path, where hostile code meets the service), writes the
 result, then judges a correct submission (test mode) with the same options and zygote in the same
 process, to show the judge is still fine afterwards, and writes that result too.
@@ -43,9 +43,9 @@ def _write(path: Path, payload: dict[str, Any]) -> None:
 
 def main(argv: list[str]) -> int:
     job = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
-    from kernelrank.runner.devices import cpu_threads
-    from kernelrank.runner.harness import EvalOptions, evaluate
-    from kernelrank.runner.zygote import Zygote
+    from kernelrank.runner.host.devices import cpu_threads
+    from kernelrank.runner.judge.harness import EvalOptions, evaluate
+    from kernelrank.runner.submission.zygote import Zygote
 
     spec = fast_spec(job["problem"], job["timing_s"], job["mode_budget_s"], job["compile_s"])
     threads = cpu_threads(0)

@@ -61,8 +61,8 @@ PWNED_GLOB = "kernelrank-pwned-*"
 
 def _meta(path: Path) -> dict[str, str]:
     """``Class``, ``Expected``, ``Message`` and ``Timing`` lines of an attack's module docstring
-    (read as the runner's self-test reads them: :func:`kernelrank.runner.selftest.attack_meta`)."""
-    from kernelrank.runner.selftest import attack_meta
+    (read as the runner's self-test reads them: :func:`kernelrank.runner.host.selftest.attack_meta`)."""
+    from kernelrank.runner.host.selftest import attack_meta
 
     return attack_meta(path)
 

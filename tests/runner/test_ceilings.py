@@ -1,4 +1,4 @@
-"""The runner's ceilings (kernelrank.runner.ceilings): measured on this machine's CPU with the same
+"""The runner's ceilings (kernelrank.runner.host.ceilings): measured on this machine's CPU with the same
 probe a GPU runner uses, as the command a runner starts. Figures are checked for sense (positive,
 finite, in the units stated), never for speed."""
 
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from kernelrank.runner import ceilings
+from kernelrank.runner.host import ceilings
 
 
 def test_measure_on_the_cpu_gives_a_bandwidth_and_a_matmul_rate_per_dtype(monkeypatch: pytest.MonkeyPatch) -> None:

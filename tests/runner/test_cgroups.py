@@ -1,4 +1,4 @@
-"""Per-job cgroups (runner/cgroups.py): layouts, freezing, killing, limits."""
+"""Per-job cgroups (runner/containment/cgroups.py): layouts, freezing, killing, limits."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelrank.runner import cgroups
+from kernelrank.runner.containment import cgroups
 
 LAYOUT = cgroups.detect()
 needs_cgroups = pytest.mark.skipif(LAYOUT.freezer is None,
@@ -133,7 +133,7 @@ def test_the_group_bounds_tasks() -> None:
 
 @needs_cgroups
 def test_the_isolation_record_names_the_containment(double, options) -> None:
-    from kernelrank.runner.harness import evaluate
+    from kernelrank.runner.judge.harness import evaluate
 
     r = evaluate(double.spec(), "def custom_kernel(data):\n    return data[0] * 2\n", "test", "cpu", options)
     assert r.status.value == "passed", r.message

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from kernelrank.runner import checking, native_check
-from kernelrank.runner.checking import check_output, close_in_pieces, close_to_reader
+from kernelrank.runner.judge import checking, native_check
+from kernelrank.runner.judge.checking import check_output, close_in_pieces, close_to_reader
 
 
 def test_equal_passes_and_reports_zero_error() -> None:
@@ -237,7 +237,7 @@ def _native_built() -> None:
 
 @pytest.fixture(params=["native", "torch"])
 def quick_rule(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The quick rule's two ways: the native pass (:mod:`kernelrank.runner.native_check`) and the
+    """The quick rule's two ways: the native pass (:mod:`kernelrank.runner.judge.native_check`) and the
     torch passes it falls back to (forced here by a native rule that cannot decide)."""
     if request.param == "native":
         _native_built()

@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from kernelrank.runner.slots import Arena, ChildMemory, SlotError
+from kernelrank.runner.judge.slots import Arena, ChildMemory, SlotError
 
 # a child holding a probe (bytes 0..63) and 3 MiB of known float32 values (i * 0.5), then waiting
 _CHILD = """

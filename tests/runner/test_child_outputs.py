@@ -1,4 +1,4 @@
-"""The child's record of the previous output (runner/child.py), in this process: it must catch
+"""The child's record of the previous output (runner/submission/child.py), in this process: it must catch
 memory a submission kept and returned again, without keeping outputs alive itself."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import gc
 
 import torch
 
-from kernelrank.runner.child import PreviousOutput, _alias, _storages
+from kernelrank.runner.submission.child import PreviousOutput, _alias, _storages
 
 
 def test_returning_the_same_tensor_is_caught() -> None:

@@ -1,4 +1,4 @@
-"""Tracebacks of submitted code as the child formats them (runner/child.py submission_traceback):
+"""Tracebacks of submitted code as the child formats them (runner/submission/child.py submission_traceback):
 the harness's frames that led to the submission are dropped, chained exceptions included."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelrank.runner.child import submission_traceback
+from kernelrank.runner.submission.child import submission_traceback
 
 SOURCE = '''
 def inner(x):
@@ -55,4 +55,4 @@ def test_without_a_submission_frame_only_the_harness_frames_go(tmp_path: Path) -
         _load(path)
     tb = submission_traceback(caught.value, str(path))
     assert "importlib" not in tb and "submission.py" in tb and "SyntaxError" in tb
-    assert str(Path(sys.modules["kernelrank.runner.child"].__file__).parent) not in tb
+    assert str(Path(sys.modules["kernelrank.runner.submission.child"].__file__).parent) not in tb

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from kernelrank.runner.integrity import Integrity
-from kernelrank.runner.judging import BATCH_FLOOR_NS, judge_batches, runner_overhead
+from kernelrank.runner.submission.integrity import Integrity
+from kernelrank.runner.judge.judging import BATCH_FLOOR_NS, judge_batches, runner_overhead
 from kernelrank.runner.timing import CpuTimer, CudaTimer, cuda_call_ns, tail_bound
 from tests.runner.simgpu import SimGPU, SimStream
 
@@ -235,7 +235,7 @@ def test_the_paired_judge_judges_both_sides_in_batches() -> None:
     requests (same path), on every device: a side whose claims hide 20 µs per call counts for
     what the judge's clock saw (issue 43: the CPU's rule allowed the reference's path at its 90th
     percentile per request, 11-21 ms at load)."""
-    from kernelrank.runner.pairs import PairedCase, Side
+    from kernelrank.runner.judge.pairs import PairedCase, Side
     from kernelrank.runner.results import CaseResult
 
     rng = random.Random(7)

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from kernelrank.problems import Budgets, load_problem
-from kernelrank.runner.harness import evaluate
+from kernelrank.runner.judge.harness import evaluate
 from tests.conftest import FIXTURES
 
 HANG_ON_SECOND_CALL = """

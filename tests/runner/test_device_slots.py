@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from kernelrank.runner.mapping import Mapping
-from kernelrank.runner.slots import ALIGN, COPY_PIECE_BYTES, Arena, SlotError, nbytes
+from kernelrank.runner.submission.mapping import Mapping
+from kernelrank.runner.judge.slots import ALIGN, COPY_PIECE_BYTES, Arena, SlotError, nbytes
 
 
 class FakeIpc:

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from kernelrank.cli.runner_cmd import pin_gpu
-from kernelrank.runner import isolation, isolation_check
-from kernelrank.runner.isolation import Plan, gpu_files_to_hide
+from kernelrank.runner.containment import isolation, isolation_check
+from kernelrank.runner.containment.isolation import Plan, gpu_files_to_hide
 
 FILES = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia7", "/dev/nvidiactl", "/dev/nvidia-uvm",
          "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps/nvidia-cap1", "/dev/dri/renderD128"]
@@ -44,7 +44,7 @@ def test_pin_gpu_sets_the_runners_environment() -> None:
 
 _CHILD = """
 import json, os, sys
-from kernelrank.runner.isolation import Plan, enter
+from kernelrank.runner.containment.isolation import Plan, enter
 enter(Plan.from_json(sys.argv[1]))
 st = os.stat(sys.argv[2])
 print(json.dumps({"rdev": st.st_rdev, "null": os.stat("/dev/null").st_rdev, "text": open(sys.argv[2]).read()}))

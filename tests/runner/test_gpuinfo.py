@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kernelrank.runner import gpuinfo
+from kernelrank.runner.host import gpuinfo
 
 
 class NVMLError_NotSupported(Exception):  # noqa: N801 - pynvml's naming, which gpuinfo recognises

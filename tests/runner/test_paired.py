@@ -13,12 +13,12 @@ from dataclasses import replace
 
 import pytest
 
-from kernelrank.runner import harness, judging
-from kernelrank.runner.harness import evaluate
-from kernelrank.runner.inputsets import POOL_SETS
-from kernelrank.runner.pairs import submission_first
+from kernelrank.runner.judge import harness, judging
+from kernelrank.runner.judge.harness import evaluate
+from kernelrank.runner.judge.inputsets import POOL_SETS
+from kernelrank.runner.judge.pairs import submission_first
 from kernelrank.runner.results import EvalResult, Status
-from kernelrank.runner.timed import MAX_SETS_PER_REQUEST, REQUEST_SECONDS, TIMED_SHARE_GUESS
+from kernelrank.runner.judge.timed import MAX_SETS_PER_REQUEST, REQUEST_SECONDS, TIMED_SHARE_GUESS
 from tests.conftest import submission
 
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from kernelrank.runner import isolation, isolation_check
-from kernelrank.runner.harness import EvalOptions, evaluate
-from kernelrank.runner.jobdisk import remove_tree
-from kernelrank.runner.limits import GiB, SandboxLimits
-from kernelrank.runner.procfs import ProcessWatch, host_autogroups, priority
-from kernelrank.runner.steady import VML_OPERATIONS
+from kernelrank.runner.containment import isolation, isolation_check
+from kernelrank.runner.judge.harness import EvalOptions, evaluate
+from kernelrank.runner.containment.jobdisk import remove_tree
+from kernelrank.runner.containment.rlimits import GiB, SandboxLimits
+from kernelrank.runner.containment.procfs import ProcessWatch, host_autogroups, priority
+from kernelrank.runner.submission.steady import VML_OPERATIONS
 from tests.conftest import ROOT, submission
 from tests.runner.listener import Listener
 
@@ -141,8 +141,8 @@ def test_isolation_is_recorded(double, options) -> None:
 def _report(double, options, name: str, start: str) -> dict:
     """Run the fixture submission ``name`` in test mode in a child started ``cold`` or ``warm``
     (forked from a zygote), assert it passed, and return the JSON line it printed last."""
-    from kernelrank.runner.devices import cpu_threads
-    from kernelrank.runner.zygote import Zygote
+    from kernelrank.runner.host.devices import cpu_threads
+    from kernelrank.runner.submission.zygote import Zygote
 
     zygote = Zygote.start("cpu", cpu_threads(0)) if start == "warm" else None
     try:
@@ -175,7 +175,7 @@ def test_large_blocks_are_page_aligned_huge_pages_where_the_host_has_them(double
     (``THP_MEM_ALLOC_ENABLE``, ``sandbox.child_environment``), whether the child starts cold or
     is forked from a zygote: processes otherwise ran the bfloat16 softmax cases at one of two
     speeds for their life (docs/research/bench-history.md, issue 14, section 15). Elsewhere it is not asked for."""
-    from kernelrank.runner.procfs import host_huge_pages
+    from kernelrank.runner.containment.procfs import host_huge_pages
 
     report = _report(double, options, "report_memory.py", start)
     if host_huge_pages() in ("madvise", "always"):
@@ -223,7 +223,7 @@ def test_settling_vector_math_starts_no_thread_and_computes_right() -> None:
     says), and a later large ``exp`` still matches float64's."""
     code = """
 import json, os, torch
-from kernelrank.runner.steady import resolve_vector_math
+from kernelrank.runner.submission.steady import resolve_vector_math
 before = len(os.listdir("/proc/self/task"))
 done = resolve_vector_math()
 after = len(os.listdir("/proc/self/task"))
@@ -272,8 +272,8 @@ def test_faults_count_a_huge_page_as_the_pages_it_makes_resident(tmp_path: Path)
     the judge's warm-up (``timing.WARM_FAULTS_PER_CALL``) sees it either way."""
     import torch
 
-    from kernelrank.runner.limits import SandboxLimits
-    from kernelrank.runner.sandbox import SubmissionProcess
+    from kernelrank.runner.containment.rlimits import SandboxLimits
+    from kernelrank.runner.containment.sandbox import SubmissionProcess
 
     source = "held = []\ndef custom_kernel(data):\n    held.append(data[0] * 2)\n    return held[-1]\n"
     x = torch.randn(1024, 4096)  # 16 MiB
@@ -370,7 +370,7 @@ def test_host_sockets_other_jobs_and_ipc_are_out_of_reach(double, options, metho
     finally:
         listener.close()
     assert r.status.value == "passed", r.message
-    # the job's disk of its own, where the judge is root (runner/jobdisk.py)
+    # the job's disk of its own, where the judge is root (runner/containment/jobdisk.py)
     assert r.isolation["disk_bytes"] == (SandboxLimits().disk_bytes if os.geteuid() == 0 else None)
     said = [line for line in r.logs["stdout"].splitlines() if line.startswith("[probe]")]
     assert listener.connections == [] and any("socket refused" in line for line in said), said
@@ -517,7 +517,7 @@ def test_cpu_figures_cover_the_sandboxs_baseline_processes() -> None:
     import sys
     from types import SimpleNamespace
 
-    from kernelrank.runner.sandbox import SubmissionProcess
+    from kernelrank.runner.containment.sandbox import SubmissionProcess
 
     busy = "import time\nend = time.time() + 30\nprint('ready', flush=True)\nwhile time.time() < end: pass\n"
     procs = [subprocess.Popen([sys.executable, "-c", busy], stdout=subprocess.PIPE, text=True) for _ in range(2)]
@@ -551,8 +551,8 @@ def test_a_prepared_process_grows_no_memory_in_its_first_timed_request(tmp_path:
     free memory, faulted in) needs next to none, so it can be counted from the start."""
     import torch
 
-    from kernelrank.runner.limits import SandboxLimits
-    from kernelrank.runner.sandbox import SubmissionProcess
+    from kernelrank.runner.containment.rlimits import SandboxLimits
+    from kernelrank.runner.containment.sandbox import SubmissionProcess
     from kernelrank.runner.timing import WARM_FAULTS_PER_CALL
 
     source = "def custom_kernel(data):\n    return data[0] * 2\n"
@@ -592,8 +592,8 @@ def test_the_judge_waits_for_an_answer_on_the_childs_main_cpu(tmp_path: Path) ->
     call, and gets its own CPUs back after the request."""
     import torch
 
-    from kernelrank.runner.limits import SandboxLimits
-    from kernelrank.runner.sandbox import SubmissionProcess
+    from kernelrank.runner.containment.rlimits import SandboxLimits
+    from kernelrank.runner.containment.sandbox import SubmissionProcess
 
     child = SubmissionProcess("def custom_kernel(data):\n    return data[0] * 2\n", "cpu", 2,
                               scratch_dir=tmp_path, method=isolation_check.choose("auto")[0],
@@ -625,7 +625,7 @@ def test_the_judge_waits_for_an_answer_on_the_childs_main_cpu(tmp_path: Path) ->
 def test_the_sweep_removes_what_gone_judges_left_and_nothing_of_live_ones(tmp_path: Path) -> None:
     """Job folders carry their judge's pid; :func:`jobdisk.sweep` unmounts and removes those of
     judges that are gone (a deep chain inside, a tmpfs still mounted where root) and leaves live ones."""
-    from kernelrank.runner import jobdisk
+    from kernelrank.runner.containment import jobdisk
 
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True).stdout.strip()

@@ -11,8 +11,12 @@ from typing import Any
 
 import pytest
 
-from kernelrank.runner import hostprobe, isolation, selftest, worker
-from kernelrank.runner.selftest import (
+from kernelrank.runner.host import hostprobe, selftest
+
+from kernelrank.runner.containment import isolation
+
+from kernelrank.runner import worker
+from kernelrank.runner.host.selftest import (
     Check,
     SelfTest,
     SelfTestOptions,
@@ -172,7 +176,7 @@ def test_the_output_reads_row_says_how_the_judge_reads_the_childs_outputs(tmp_pa
     assert measured["output_reads"] in ("process_vm_readv", "/proc/<pid>/mem")
     assert selftest.output_reads_check("cpu", measured["output_reads"]).passed
     assert str(measured["host_memory"]).split()[0] in ("cgroup", "address", "unbounded")
-    from kernelrank.runner.procfs import host_huge_pages
+    from kernelrank.runner.containment.procfs import host_huge_pages
 
     assert measured["huge_pages"] == host_huge_pages()
     # the probe's child runs at the raised priority where the judge may raise it (CAP_SYS_NICE)
@@ -213,7 +217,7 @@ def _virtio(root: Path, name: str, device: int, features: str) -> None:
 
 
 def test_free_page_reporting_is_read_from_the_balloons_feature_bits(tmp_path: Path) -> None:
-    from kernelrank.runner.procfs import host_free_page_reporting
+    from kernelrank.runner.containment.procfs import host_free_page_reporting
 
     assert host_free_page_reporting(tmp_path / "absent") is None  # no virtio bus: most hosts
     bus = tmp_path / "devices"
@@ -262,7 +266,7 @@ def test_host_moments_are_measured_in_a_new_process_with_the_childrens_threads(
 
 
 def test_the_output_check_row_says_whether_the_quick_rule_is_native(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelrank.runner import native_check
+    from kernelrank.runner.judge import native_check
 
     built = selftest.output_check_row("cpu")
     assert built.passed and built.got == native_check.method()

@@ -10,7 +10,7 @@ import sys
 
 import torch
 
-from kernelrank.runner.slots import Arena
+from kernelrank.runner.judge.slots import Arena
 
 # what a hostile child does with the slots' descriptor: shrink it, seal it, grow it
 _CHILD = """

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from kernelrank.runner import judging, stats
+from kernelrank.runner.judge import judging
+
+from kernelrank.runner import stats
 from tests.conftest import FIXTURES
 
 TIMINGS = sorted((FIXTURES / "timings").glob("*.json"))
@@ -380,7 +382,7 @@ SCORES = sorted((FIXTURES / "scores").glob("*.json"))
 
 
 def _recorded_scores() -> list[tuple[str, list[list[stats.Interval]]]]:
-    """Per recorded condition and file (``bench/harness.py --record``): its label and, per score,
+    """Per recorded condition and file (``bench/scores.py --record``): its label and, per score,
     the intervals of the score's runs (public, then secret)."""
     out = []
     for path in SCORES:
@@ -675,7 +677,7 @@ def _loaded_case(rng: random.Random, n: int, hidden_ns: int, threads_busy: float
     request with both cores busy, its path 3 ms of window (stretched by load up to 20 ms on some
     requests) and 5 ms of CPU (OpenMP workers spinning); the submission hides ``hidden_ns`` of one
     thread's work per request outside its 10 µs claims (a helper woken by a finalizer)."""
-    from kernelrank.runner.pairs import PairedCase, Side
+    from kernelrank.runner.judge.pairs import PairedCase, Side
     from kernelrank.runner.results import CaseResult
 
     p = PairedCase(CaseResult("benchmark", 0, {}, True, "ok"), Side("submission", []), Side("reference", []), cores=2)
@@ -733,6 +735,6 @@ def test_the_statistics_and_the_judges_rules_are_torch_free() -> None:
     import subprocess
     import sys
 
-    code = "import sys, kernelrank.runner.stats, kernelrank.runner.judging; print('torch' in sys.modules)"
+    code = "import sys, kernelrank.runner.stats, kernelrank.runner.judge.judging; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False", out.stderr

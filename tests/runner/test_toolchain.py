@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from kernelrank.problems import load_problem
-from kernelrank.runner.harness import evaluate
+from kernelrank.runner.judge.harness import evaluate
 from tests.conftest import FIXTURES
 
 
@@ -120,7 +120,7 @@ def test_judges_build_the_precompiled_header_one_at_a_time() -> None:
     import threading
     import time
 
-    from kernelrank.runner import pch
+    from kernelrank.runner.containment import pch
 
     assert pch.prepare_precompiled_header() == "ok"  # built (or found) before the race
     fd = os.open(pch.pch_lock_path(), os.O_RDONLY)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelrank.runner import judging
-from kernelrank.runner.harness import EvalOptions, evaluate
+from kernelrank.runner.judge import judging
+from kernelrank.runner.judge.harness import EvalOptions, evaluate
 from kernelrank.runner.results import Status
 from tests.conftest import submission
 
@@ -80,7 +80,7 @@ def test_crash_keeps_its_logs(double, options) -> None:
 
 
 def test_the_childs_fatal_report_is_quoted_as_its_own_words() -> None:
-    from kernelrank.runner.sandbox import FATAL_QUOTE, fatal_report
+    from kernelrank.runner.containment.sandbox import FATAL_QUOTE, fatal_report
 
     assert fatal_report("stderr line\nFatal Python error: Aborted\n\nCurrent thread ...") == "Fatal Python error: Aborted"
     assert fatal_report("nothing fatal here") is None and fatal_report("Fatal Python error: \n") is None
@@ -193,5 +193,5 @@ def test_tracebacks_start_at_the_submissions_own_frame(double, options) -> None:
     tb = r.message[r.message.index("Traceback (most recent call last):"):]
     frames = [line for line in tb.splitlines() if line.lstrip().startswith("File ")]
     assert frames and frames[0].strip().startswith('File "') and "submission.py" in frames[0]
-    assert "kernelrank/runner" not in tb and "runner/child.py" not in tb and "importlib" not in tb
+    assert "kernelrank/runner" not in tb and "runner/submission/child.py" not in tb and "importlib" not in tb
     assert tb.rstrip().endswith("ValueError: kernel bug: index out of range")

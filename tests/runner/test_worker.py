@@ -107,7 +107,7 @@ def test_secret_run_is_not_run_after_a_failed_public_run(double: Problem) -> Non
 
 
 def test_only_the_secret_run_gets_the_secret_seed(double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelrank.runner import harness
+    from kernelrank.runner.judge import harness
     from kernelrank.runner.results import EvalResult, Status
 
     seen: list[tuple[str, Any]] = []
@@ -127,7 +127,7 @@ def test_only_the_secret_run_gets_the_secret_seed(double: Problem, monkeypatch: 
 def test_soft_time_limit_becomes_a_timeout_result(double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
     from celery.exceptions import SoftTimeLimitExceeded
 
-    from kernelrank.runner import harness
+    from kernelrank.runner.judge import harness
 
     def slow(*_args: Any, **_kwargs: Any) -> None:
         raise SoftTimeLimitExceeded()

@@ -1,4 +1,4 @@
-"""Warm start (runner/zygote.py): children forked from a zygote with torch imported give the same
+"""Warm start (runner/submission/zygote.py): children forked from a zygote with torch imported give the same
 verdicts as cold children, isolated the same way, and the zygote holds no secret."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from kernelrank.runner.devices import cpu_threads
-from kernelrank.runner.harness import EvalOptions, evaluate
+from kernelrank.runner.host.devices import cpu_threads
+from kernelrank.runner.judge.harness import EvalOptions, evaluate
 from kernelrank.runner.results import Status
-from kernelrank.runner.zygote import Zygote
+from kernelrank.runner.submission.zygote import Zygote
 from tests.conftest import submission
 
 

@@ -2,7 +2,7 @@
 
 Reads recordings of ``bench/record_timings.py`` (``tests/fixtures/timings/*.json`` by default) and,
 for every case of every run, estimates the speedup from the pairs as the judge would (both sides'
-times judged by :func:`kernelrank.runner.judging.judged_times`) with each candidate:
+times judged by :func:`kernelrank.runner.judge.judging.judged_times`) with each candidate:
 
 - ``mean``: exp(mean of the log ratios), t interval;
 - ``trim20``: exp(20% trimmed mean of the log ratios), Tukey-McLaughlin interval (the judge's);
@@ -32,7 +32,9 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from kernelrank.runner import judging, stats  # noqa: E402
+from kernelrank.runner.judge import judging
+
+from kernelrank.runner import stats
 
 Estimator = Callable[[list[float], list[float]], stats.Interval]
 

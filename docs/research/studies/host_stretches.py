@@ -60,7 +60,7 @@ for _key, _value in CHILD_THREADS.items():
     os.environ.setdefault(_key, _value)
 
 from kernelrank.problems import load_problem  # noqa: E402
-from kernelrank.runner.hostprobe import cpu_ticks, steal_share  # noqa: E402
+from kernelrank.runner.host.hostprobe import cpu_ticks, steal_share  # noqa: E402
 from kernelrank.runner.stats import lag1_autocorrelation  # noqa: E402
 
 

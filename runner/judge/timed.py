@@ -1,0 +1,526 @@
+"""The timed phase (benchmark and leaderboard modes): every benchmark case timed in pairs beside the
+reference, in rounds of slices, each request a window the judge measures; a mixin of
+:class:`~kernelrank.runner.judge.harness._Evaluation`, whose state it uses.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Any
+
+from kernelrank.problems import Case, CaseTiming
+from kernelrank.runner.judge import judging
+from kernelrank.runner import stats
+from kernelrank.runner.judge.answers import ReferenceFailed, Verdict, ns_list, reference_submission, set_figures
+from kernelrank.runner.judge.pairs import (Call, InputSet, PairedCase, Side, faults_per_call, judge_cores, pair_record,
+                                     submission_first)
+from kernelrank.runner.results import CaseResult, EvalResult, Status
+from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
+from kernelrank.runner.judge.slots import nbytes as slots_nbytes
+from kernelrank.runner.timing import (WARMUP_MAX_CALLS, WARMUP_MAX_REQUESTS, WARMUP_MIN_CALLS, WARMUP_SECONDS,
+                                      WARM_FAULTS_PER_CALL, roofline)
+
+
+#: Memory for one batch of prepared input sets of a case: their inputs and expected outputs in the
+#: judge, and their outputs, which each child holds until they are checked (where it left them,
+#: never copied whole). Sets are prepared before a batch, so between its timed requests the judge
+#: only places inputs and checks outputs (docs/research/bench-history.md: what a call costs the judge). Counting
+#: only the judge's part (8 softmax sets of 16 MiB per request instead of 5) read a kernel
+#: identical to the reference 0.985 in 6 idle runs, against 1.010 with the outputs counted
+#: (docs/research/bench-history.md, issue 14): larger requests are not neutral.
+BATCH_BYTES = 256 * 1024 * 1024
+
+
+#: Most input sets per batch (a batch is also cut to what the case's remaining budget holds).
+MAX_BATCH = 16
+
+
+#: On the CPU, a timed request holds several input sets, one call on each, so that the judge's
+#: path (thaw, two socket hops, freeze: 1.5-3 ms per request on a 2-core VM, more than the
+#: allowance a call's claim may leave unexplained) is paid once per this many seconds of calls
+#: rather than once per call (docs/research/bench-history.md, issue 14: what the judged times were made of). At
+#: 20 ms the path is still 15-42% of each window at idle (it grows with the calls: each output is
+#: described and held); 40 ms with room for twice the sets took it to 10-28%, but left 7-24 pairs
+#: per case, and more honest runs were marked too noisy (one of five at idle, and a CI run's):
+#: tried, not kept.
+REQUEST_SECONDS = 0.02
+
+
+#: Most input sets (calls) per timed request.
+MAX_SETS_PER_REQUEST = 16
+
+
+#: Share of a case's wall time its timed calls take on the CPU, for sizing requests before any
+#: pair is timed (idle: 14-35%, docs/research/bench-history.md). Bigger requests on a short budget left a case a
+#: single pair: no interval, and an estimate one disturbed pair decides (the self-test's quick
+#: mode, 0.15 s per case, read 3.5x for a kernel doing what the reference does).
+TIMED_SHARE_GUESS = 0.25
+
+
+#: Calls on fresh inputs per benchmark case, each checked, for a submission whose Triton kernels
+#: ran under the interpreter (it is judged for correctness; its times measure the interpreter).
+INTERPRETED_CALLS = 2
+
+
+class TimedPhase:
+    """The timed phase of an evaluation (a mixin of :class:`~kernelrank.runner.judge.harness._Evaluation`)."""
+
+    # -- timed modes: the submission and the reference in pairs --------------------------------
+    @property
+    def timing(self) -> CaseTiming:
+        """The problem's timing settings for this run's device (``timing.<device>``)."""
+        return self.definition.timing[self.device]  # type: ignore[index]
+
+    def processes(self, interpreted: bool = False) -> int:
+        """Pairs of processes that time a case's pairs, one per round of its slices
+        (:meth:`_rounds`): the problem's ``timing.<device>.processes``
+        or the device's default (:data:`~kernelrank.runner.judge.judging.PROCESSES`), unless the options
+        set them; one for a submission run under Triton's interpreter (no pairs are timed)."""
+        if interpreted:
+            return 1
+        return self.options.processes or self.timing.processes or judging.PROCESSES[self.device]  # type: ignore[index]
+
+    def _timed_phase(self, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
+        """Time every benchmark case in pairs with the reference (module docstring, step 3), then
+        the run's speedup and, in leaderboard mode, its score, each with its 95% interval.
+
+        The pairs are timed by :meth:`processes` pairs of processes: the test phase's process and
+        new ones of the submission, and as many of the reference, all started together (each
+        frozen outside its own requests), one pair per round of the cases' slices
+        (:meth:`_rounds`), so that no one process's lasting speed, nor one stretch of the
+        machine's, decides a score and the interval sees how much they differ
+        (:func:`~kernelrank.runner.stats.paired_speedup`, *Between processes*)."""
+        cases = self.definition.benchmark_cases(self.device)  # type: ignore[arg-type]
+        calibration = self.options.calibration_ns
+        if calibration is not None and len(calibration) != len(cases):
+            raise ValueError(f"the calibration has {len(calibration)} reference times for {len(cases)} benchmark cases")
+        self._phase("reference")
+        k = self.processes(result.interpreted)
+        references: list[SubmissionProcess] = []
+        subs = [child]
+        try:
+            self._where = "loading the reference"
+            references.extend(self._start(reference_submission(self.spec), "reference") for _ in range(k))
+            subs.extend(self._start(self.source) for _ in range(k - 1))
+            try:
+                for reference in references:
+                    self._load(reference, phase=False)
+            except (ChildTimeout, ChildDied, ProtocolViolation, Verdict) as e:
+                raise ReferenceFailed(f"the reference could not be loaded: {e}") from e
+            for n, extra in enumerate(subs[1:], start=2):
+                self._load(extra, phase=False, where=f"loading the submission's timed process {n} of {k}")
+            self._phase("benchmark")
+            done = self._rounds(cases, subs, references, result, deadline, calibration)
+        finally:
+            for reference in references:
+                reference.close()
+            for n, extra in enumerate(subs[1:], start=2):
+                extra.close()
+                self._extra_logs.append((n, extra.logs()))
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+        if result.interpreted:
+            return  # no speedup, no score: the times measure Triton's interpreter
+        if not done:
+            return
+        # the cases share their pairs of processes: their offsets are estimated once for the run
+        grouped = [paired.group_means() for paired, _i, _b in done] if done[0][0].grouped() else None
+        combined = stats.combine([interval for _p, interval, _b in done], grouped)
+        bases = [basis for _p, _i, basis in done]
+        result.speedup = combined.estimate
+        result.speedup_ci = [combined.low, combined.high]
+        result.speedup_interval = combined.to_dict()
+        # ranked or not by how well the score is known, not by its worst case (stats.run_noisy)
+        result.noisy = stats.run_noisy(combined, len(done), self.timing.noisy_above)
+        result.basis = "calibration" if calibration is not None else "run"
+        if self.mode == "leaderboard":
+            score, low, high = combined.scaled(stats.geometric_mean(bases))
+            result.score_ns, result.score_ci_ns = score, [low, high]
+
+    def _rounds(self, cases: list[Case], subs: list[SubmissionProcess], references: list[SubmissionProcess],
+                result: EvalResult, deadline: float,
+                calibration: tuple[float, ...] | None) -> list[tuple[PairedCase, stats.Interval, float]]:
+        """Time the benchmark cases in rounds: in round ``r`` each case not yet finished gets one
+        slice of ``budget / K`` seconds (:meth:`_time_slice`) on pair of processes ``r % K``
+        (:meth:`processes`), so that a case is timed on every pair of processes, each at another
+        moment of the run, and the stop rule judges it only after that; a case's warm-up comes
+        right before its first slice. The cases' results go to ``result`` in their order, each
+        with its ``case`` and ``pairs`` events once it is finished; per finished case timed
+        natively, ``(its pairs, speedup interval, reference time in ns)``.
+
+        Why rounds: on a shared host the machine's speed moves in stretches of seconds, and not
+        alike for all code (the GEMM reference ran 2x slower for 10-15 s at a time while the
+        bfloat16 submission's matmul moved by 10%, the slowdown in its float32 conversions, 5.7x:
+        docs/research/bench-history.md, sections 7 and 8). A case timed in one stretch of 5-15 s got a narrow interval around that stretch's
+        ratio: pairing cannot cancel a shift that differs between the two sides' code. Spread
+        over the run, a case averages several stretches, and their differences show as the
+        pairs of processes' offsets, which its interval and the run's carry
+        (:func:`~kernelrank.runner.stats.paired_speedup`, *Between processes*;
+        :func:`~kernelrank.runner.stats.combine`).
+
+        Raises:
+            Verdict: a case failed (its check, a timing claim); the cases finished before it,
+                and it, are in ``result``.
+        """
+        paireds: list[PairedCase] = []
+        finished: dict[int, tuple[PairedCase, stats.Interval, float] | None] = {}
+        first_case = len(result.cases)
+        try:
+            while len(finished) < len(cases):
+                for i, case in enumerate(cases):
+                    if i in finished:
+                        continue
+                    self._where = f"benchmark case {i} ({case.label()})"
+                    if i == len(paireds):
+                        paireds.append(self._open_case(subs, references, i, case, deadline))
+                    paired = paireds[i]
+                    if not paired.done:
+                        self._time_slice(paired, case, deadline)
+                    if not paired.done:
+                        continue
+                    r = paired.result
+                    finished[i] = None
+                    if not r.passed:
+                        self.emit({"event": "case", "case": r})
+                        raise Verdict(Status.failed, f"{r.label}: {r.message}")
+                    if r.interpreted:
+                        result.interpreted = True
+                        self.emit({"event": "case", "case": r})
+                        continue
+                    interval, basis = self._finish_case(paired, case, None if calibration is None else calibration[i])
+                    self.emit({"event": "case", "case": r})
+                    self.emit({"event": "pairs", "case": i, "pairs": [pair_record(*p) for p in paired.raw]})
+                    finished[i] = (paired, interval, basis)
+        finally:
+            result.cases[first_case:] = [paireds[i].result for i in sorted(finished)]
+        return [finished[i] for i in sorted(finished) if finished[i] is not None]  # type: ignore[misc]
+
+    def _finish_case(self, paired: PairedCase, case: Case, calibrated: float | None) -> tuple[stats.Interval, float]:
+        """Final figures of a case timed in pairs; its speedup interval and reference time (ns).
+
+        Raises:
+            Verdict: ``rejected`` for timing claims the judge's clock does not support.
+        """
+        r = paired.result
+        sub, ref, overhead = paired.judged()
+        main_overhead = statistics.median(paired.ref.main_unexplained()) if paired.ref.main_cpu else 0.0
+        r.wall_check = judging.wall_check(paired.sub.claims, paired.sub.windows, paired.sub.main_cpu, overhead,
+                                        max(0.0, main_overhead), paired.sub.sizes)
+        # the job's CPU time outside the claims, as charged (issue 43): 0 batches for honest code
+        r.wall_check["job_cpu"] = paired.cpu_judgement()
+        r.timing = stats.summarize(sub).to_dict()
+        r.ref_timing = stats.summarize(ref).to_dict()
+        if not r.wall_check["passed"]:
+            self.emit({"event": "case", "case": r})
+            raise Verdict(Status.rejected, f"{r.label}: {r.wall_check['message']}")
+        if min(sub) <= 0:  # no call takes no time: the timer in the child was tampered with
+            raise Verdict(Status.rejected, f"{r.label}: the submission's process claimed 0 ns for a call")
+        interval = paired.interval()
+        assert interval is not None  # a case reaches its figures with at least one pair
+        # the reference time a case's time is based on: the service's calibration, or this run's
+        # (the trimmed mean of the reference's times, the same estimator as the speedup's)
+        measured = math.exp(stats.trimmed_mean([math.log(t) for t in ref])[0])
+        basis = calibrated if calibrated is not None else measured
+        r.ref_mean_ns = r.ref_timing["mean_ns"]
+        r.reference_ns = basis
+        time_ns, low, high = interval.scaled(basis)
+        r.speedup, r.speedup_ci = interval.estimate, [interval.low, interval.high]
+        r.time_ns, r.time_ci_ns = time_ns, [low, high]
+        r.tflops, r.gbps = roofline(self.reference.flops(case.params), self.reference.bytes(case.params),
+                                    r.timing["mean_ns"])
+        wall = paired.wall_s
+        inside = sum(sub) + sum(ref)
+        r.pairing = {
+            "pairs": interval.n, "order": "alternating", "processes": len(paired.sub.children),
+            # slices of the run's rounds the case was timed in, each on one pair of processes
+            "slices": paired.slices,
+            # timed and checked before both of their processes were warm (page faults): not counted
+            "warm_up_pairs": paired.warmup_pairs,
+            "faults_per_call": {side.name: faults_per_call(side.faults, side.sizes) for side in (paired.sub, paired.ref)},
+            # the log standard error of the processes' offsets (stats.paired_speedup): more pairs do not shrink it
+            "between_processes_log_se": interval.between_se,
+            "calls_per_pair": max(paired.sub.sizes) if paired.sub.sizes else 1,
+            "reference_run_ns": measured,
+            "half_width": interval.half_width,
+            "timed_share": inside / 1e9 / wall if wall > 0 else 0.0,
+            "wall_s": wall, "prepare_s": paired.prep_s, "timed_phase_s": paired.timed_s, "check_s": paired.check_s,
+            # the preparing's parts, in the judge's threads' seconds (several threads: more than prepare_s)
+            "inputs_thread_s": paired.inputs_s, "expected_thread_s": paired.expected_s,
+            # CPU time of each side's cgroup while the other was timed: 0 when freezing holds
+            "submission_cpu_in_reference_windows_ns": paired.ref.other_cpu_ns,
+            "reference_cpu_in_submission_windows_ns": paired.sub.other_cpu_ns,
+        }
+        return interval, basis
+
+    def _open_case(self, subs: list[SubmissionProcess], references: list[SubmissionProcess], index: int,
+                   case: Case, deadline: float) -> PairedCase:
+        """Warm both sides up on the case's first input set, and ready every process for its timed
+        requests; the case then is timed in slices (:meth:`_time_slice`), ``done`` already when
+        the warm-up failed or ran under Triton's interpreter (its result says which).
+
+        ``subs`` and ``references``: the sides' processes, as many of each; the case's slice of
+        round ``r`` is timed by ``subs[r % K]`` and ``references[r % K]`` (:meth:`processes`,
+        :meth:`_rounds`), each warmed up here on the case's first input set. Seeds are derived
+        from the run's secret and the set's number (every set is new, never a replay)."""
+        started = time.monotonic()
+        paired = PairedCase(CaseResult("benchmark", index, case.params, True, "ok"), Side("submission", list(subs)),
+                         Side("reference", list(references)), cores=judge_cores())
+        try:
+            self._open(paired, case, deadline)
+        finally:
+            paired.wall_s += time.monotonic() - started
+        return paired
+
+    def _open(self, paired: PairedCase, case: Case, deadline: float) -> None:
+        r = paired.result
+        subs = paired.sub.children
+        first = paired.first = self._prepare(case, self._seed(case, 0))
+        warm: dict[str, list[int]] = {"submission": [], "reference": []}
+        for j in range(len(subs)):
+            paired.sub.current = paired.ref.current = j
+            if not self._warm_up(paired, paired.sub, first, deadline, warm["submission"]):
+                paired.done = True
+                return
+            if r.interpreted:
+                self._time_interpreted(paired, case, deadline)
+                paired.done = True
+                return
+            self._warm_up(paired, paired.ref, first, deadline, warm["reference"])
+        for side in (paired.sub, paired.ref):
+            # the median after each process's first call: one disturbed call must not set the request's shape
+            side.warm_ns = int(statistics.median(warm[side.name]))
+        paired.per_request = self._sets_per_request(paired, first, getattr(self.timing, self.mode))
+        paired.pool = self._draw_pool(case, first)
+        if self.device == "cpu":
+            # two processes at a time, one per CPU (none is timed now): softmax's first case readied
+            # its 8 processes (256 MiB of new pages each) in 2.6 s against 3.4 s one at a time
+            # (docs/research/bench-history.md, issue 14)
+            every = [(side, child) for side in (paired.sub, paired.ref) for child in side.children]
+            self._in_threads(lambda item: self._reserve(item[0], item[1], first, paired.per_request, deadline), every)
+
+    def _time_slice(self, paired: PairedCase, case: Case, deadline: float) -> None:
+        """One slice of a case's timing (:meth:`_rounds`): batches of pairs on pair of processes
+        ``s % K`` for its slice ``s`` (every case takes part in every round from the first, so
+        ``s`` is the round) for ``budget / K`` seconds (at least one batch), or until the stop rule
+        ends the case (``paired.done``).
+
+        Per batch: the input sets and their expected outputs are prepared, then for each set the
+        submission and the reference are called once, alternately first
+        (:func:`submission_first`), each on its own copy placed while both are frozen, then both
+        sides' outputs of that pair are read where the children left them and the submission's
+        checked (:meth:`_check_request`). The stop rule looks at the speedup's interval before
+        each batch, once the case was timed on every pair of processes (from its ``K``-th slice
+        on, and in it once that pair has a counted pair); ``timing.<device>.target``,
+        ``noisy_above`` and ``cap`` of the problem say how long a case may be timed and when it
+        is too noisy."""
+        started = time.monotonic()
+        try:
+            self._slice(paired, case, deadline, started)
+        finally:
+            paired.slices += 1
+            paired.spent_s += time.monotonic() - started
+            paired.wall_s += time.monotonic() - started
+
+    def _slice(self, paired: PairedCase, case: Case, deadline: float, started: float) -> None:
+        timing = self.timing
+        budget_s = getattr(timing, self.mode)
+        r = paired.result
+        first, per_request = paired.first, paired.per_request
+        assert first is not None  # the case was opened
+        k_processes = len(paired.sub.children)
+        process = paired.slices % k_processes
+        slice_s = budget_s / k_processes
+        interval = paired.interval()
+        batches = 0  # in this slice
+        while True:
+            now = time.monotonic()
+            spent = paired.spent_s + now - started
+            seen_all = paired.slices >= k_processes or (paired.slices == k_processes - 1 and process in paired.sub.procs)
+            if seen_all:
+                stop, noisy = judging.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
+                                              judging.PRECISION[self.device], target=timing.target)
+                if stop:
+                    r.noisy = noisy
+                    paired.done = True
+                    return
+            if batches and now - started >= slice_s:
+                return
+            t0 = time.monotonic()
+            left_s = min(slice_s - (now - started), (budget_s if spent < budget_s else budget_s * timing.cap) - spent)
+            k = self._batch_size(paired, first, left_s, per_request)
+            sets = self._prepare_batch(case, [self._seed(case, paired.number + 1 + j) for j in range(k)], paired)
+            t1 = time.monotonic()
+            paired.inputs_s += sum(s.inputs_s for s in sets)
+            paired.expected_s += sum(s.expected_s for s in sets)
+            check_s = 0.0
+            for in_batch, lo in enumerate(range(0, len(sets), per_request)):
+                chunk = sets[lo:lo + per_request]
+                paired.sub.current = paired.ref.current = process
+                counted = paired.sub.is_warm and paired.ref.is_warm
+                first_side = submission_first(paired.batches, in_batch)
+                order = (paired.sub, paired.ref) if first_side else (paired.ref, paired.sub)
+                calls: dict[str, Call] = {}
+                replies: dict[str, list[dict[str, Any]]] = {}
+                for side in order:
+                    other = paired.ref if side is paired.sub else paired.sub
+                    calls[side.name], replies[side.name] = self._timed_request(side, other, chunk, deadline)
+                    if side is paired.sub and any(reply.get("interpreted") for reply in replies[side.name]):
+                        r.passed, r.message = False, ("its Triton kernels ran under the interpreter on some calls "
+                                                      "and natively on others: not timed")
+                        paired.done = True
+                        return
+                paired.number += len(chunk)
+                paired.raw.append((calls["submission"], calls["reference"], first_side, process, counted))
+                for side in (paired.sub, paired.ref):
+                    call = calls[side.name]
+                    side.settle(call)
+                    if not counted:
+                        continue
+                    side.claims.extend(call.claims)
+                    side.sizes.append(len(call.claims))
+                    side.windows.append(call.window)
+                    side.main_cpu.append(call.main_cpu)
+                    side.job_cpu.append(call.job_cpu)
+                    side.procs.append(side.current)
+                    side.faults.append(call.faults)
+                checked = time.monotonic()
+                self._check_request(paired, chunk, replies, paired.number - len(chunk), order)
+                check_s += time.monotonic() - checked
+                if not r.passed:
+                    break
+            paired.batches += 1
+            batches += 1
+            paired.prep_s += t1 - t0
+            paired.timed_s += time.monotonic() - t1 - check_s
+            paired.check_s += check_s
+            if not r.passed:
+                paired.done = True
+                return
+            interval = paired.interval()
+
+    def _reserve(self, side: Side, child: SubmissionProcess, first: InputSet, per_request: int, deadline: float) -> None:
+        """Ready one process (``child``, one of ``side``'s) for the case's timed requests of ``per_request``
+        input sets, before the first (CPU only): its slots mapped at the size those requests'
+        layouts take, their pages faulted in, and its heap given as much free memory, faulted in,
+        as such a request's outputs take and room for a call's temporaries (at most
+        :data:`BATCH_BYTES`; the child's ``reserve``). Its first timed request then needs no new pages, so it usually counts
+        (:meth:`Side.settle`): before this, each process's first request or two at a case's
+        shape faulted on 70-215 MiB (0.1-0.5 s) and went uncounted, and a process's heap,
+        fragmented by the outputs a request holds, still grew in faults now and then
+        (``docs/research/bench-history.md``, issue 14).
+
+        Raises:
+            ReferenceFailed: the reference's process failed.
+        """
+        inputs, output = slots_nbytes(first.data), slots_nbytes(first.expected)
+        size = child.arena.grow(per_request * inputs)
+        # the request's outputs, held together, and room for a call's temporaries: twice an input
+        # set and two outputs (a bfloat16 kernel computing in float32 holds two of twice the size)
+        heap = min(per_request * output + 2 * (inputs + 2 * output), BATCH_BYTES)
+        with self._reference_failures(side, deadline):
+            self._guard(child, child.request({"op": "reserve", "size": size, "heap": heap}, deadline))
+
+    def _sets_per_request(self, paired: PairedCase, first: InputSet, budget_s: float) -> int:
+        """Input sets (calls) per timed request: on the CPU as many as :data:`REQUEST_SECONDS`
+        of the faster side's warm-up call hold, at most :data:`MAX_SETS_PER_REQUEST`, what
+        :data:`BATCH_BYTES` holds, and few enough that the case's budget (``budget_s``, seconds)
+        holds :data:`~kernelrank.runner.judge.judging.MIN_PAIRS` pairs (the calls taking
+        :data:`TIMED_SHARE_GUESS` of it), so that short budgets still give an interval; one on
+        CUDA (its calls are judged in batches of requests, :meth:`PairedCase.judged`)."""
+        if self.device != "cpu":
+            return 1
+        call_ns = min(t for t in (paired.sub.warm_ns, paired.ref.warm_ns, 1 << 62) if t > 0)
+        by_time = max(1, math.ceil(REQUEST_SECONDS * 1e9 / call_ns))
+        by_memory = max(1, BATCH_BYTES // max(1, first.nbytes))
+        by_budget = max(1, int(budget_s * 1e9 * TIMED_SHARE_GUESS / (2 * judging.MIN_PAIRS * call_ns)))
+        return max(1, min(by_time, by_memory, by_budget, MAX_SETS_PER_REQUEST))
+
+    def _batch_size(self, paired: PairedCase, first: InputSet, left_s: float, per_request: int = 1) -> int:
+        """Input sets to prepare for the next batch: what :data:`BATCH_BYTES` holds, at most
+        :data:`MAX_BATCH`, and no more than the time left (of the budget, or of the extra time
+        once the budget is spent) seems to hold, from the pairs so far; a whole number of
+        requests of ``per_request`` sets (at least one request)."""
+        by_memory = max(1, BATCH_BYTES // max(1, first.nbytes))
+        done = len(paired.sub.claims)
+        spent = paired.prep_s + paired.timed_s + paired.check_s
+        by_time = max(1, math.ceil(left_s / (spent / done))) if done and spent > 0 else 2 * per_request
+        k = max(1, min(by_memory, max(MAX_BATCH, per_request), by_time))
+        return max(per_request, k // per_request * per_request)
+
+
+    def _warm_up(self, paired: PairedCase, side: Side, s: InputSet, deadline: float, warm: list[int]) -> bool:
+        """Warm-up calls of one side's current process on the first input set (as many as
+        :data:`~kernelrank.runner.timing.WARMUP_SECONDS` and the minimum calls ask, and while the
+        last one page-faulted beyond :data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`, up
+        to :data:`~kernelrank.runner.timing.WARMUP_MAX_REQUESTS` more), its first output
+        checked; the claims of the calls after the first that did not fault go to ``warm`` (the
+        request shape is sized on them; without such calls, those after the first, or the
+        first's when it is the only one); ``False`` when the submission failed (the case's
+        result says why).
+
+        Raises:
+            ReferenceFailed: the reference's first output is wrong or its child failed.
+        """
+        r = paired.result
+        is_sub = side is paired.sub
+        layout = self._place(side.child, s.data, s.room)
+        calls, started, claims, steady = 0, time.monotonic(), [], []
+        faulted = True  # the last call page-faulted beyond WARM_FAULTS_PER_CALL (or none was made yet)
+        extra = 0  # calls past the warm-up's time because the last one faulted
+        while calls < WARMUP_MAX_CALLS:
+            if calls >= WARMUP_MIN_CALLS and time.monotonic() - started >= WARMUP_SECONDS[self.device]:
+                if not faulted or extra >= WARMUP_MAX_REQUESTS:
+                    break
+                extra += 1
+            before = side.child.faults()
+            reply, out = self._side_go(side, layout, deadline, s.ref_s, read=calls == 0)
+            after = side.child.faults()
+            claims.extend(ns_list(reply.get("times_ns"), 1))
+            faulted = before is not None and after is not None and after - before > WARM_FAULTS_PER_CALL
+            if calls > 0 and not faulted:
+                steady.append(claims[-1])
+            calls += 1
+            if calls == 1:
+                ok, message, figures = self._check(reply, out, s.expected)
+                if not is_sub:
+                    if not ok:
+                        raise ReferenceFailed(f"the reference fails its own check on {r.label}: {message}")
+                    continue
+                r.checked += 1
+                if not ok:
+                    r.passed, r.message = False, f"output of the first call is wrong: {message}"
+                    set_figures(r, figures)
+                    return False
+                if reply.get("interpreted"):
+                    r.interpreted = True  # no more warm-up: each interpreted call takes seconds
+                    return True
+            elif is_sub and reply.get("alias"):
+                r.passed, r.message = False, f"warm-up: {reply['alias']!s:.500}"
+                return False
+        warm.extend(steady or claims[1:] or claims)
+        return True
+
+    def _time_interpreted(self, paired: PairedCase, case: Case, deadline: float) -> None:
+        """A submission whose Triton kernels run under the interpreter: :data:`INTERPRETED_CALLS`
+        calls on fresh inputs, each checked; their claimed times are kept as ``timing`` and
+        marked interpreted; no pairs, no speedup."""
+        r = paired.result
+        claims: list[int] = []
+        for i in range(INTERPRETED_CALLS):
+            s = self._prepare(case, self._seed(case, i + 1))
+            reply, out = self._go(paired.sub.child, self._place(paired.sub.child, s.data, s.room), deadline,
+                                  s.ref_s)
+            claims.extend(ns_list(reply.get("times_ns"), 1))
+            ok, message, figures = self._check(reply, out, s.expected)
+            r.checked += 1
+            if not ok:
+                r.passed, r.message = False, f"output of timed call {i + 1} is wrong: {message}"
+                set_figures(r, figures)
+                return
+        r.timing = stats.summarize(claims).to_dict()
+        r.message = "ok (interpreted: its Triton kernels ran under Triton's interpreter; the times are not ranked)"
+
+
