@@ -1,5 +1,7 @@
-"""The HTTP service (FastAPI): submissions, problems, leaderboards and runners.
+"""The HTTP layer (FastAPI): submissions, problems, leaderboards, runners and accounts.
 
-Routes and the service layer arrive with the service issue; the harness in
-``kernelrank.runner`` is usable on its own through ``kernelrank eval``.
+The JSON API's routes are in :mod:`kernelrank.api.routes`, the HTML pages in
+:mod:`kernelrank.api.web`; both are thin callers of :mod:`kernelrank.services` and show models
+through :mod:`kernelrank.api.presenters` as the schemas of :mod:`kernelrank.api.schemas`.
+:func:`kernelrank.api.app.create_app` puts them together.
 """

@@ -91,7 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         return JSONResponse({"detail": "the database is unavailable; try again later"}, status_code=503)
 
     from kernelrank.api.openapi import install as install_openapi
-    from kernelrank.web import install as install_pages  # after the handlers: page errors become HTML
+    from kernelrank.api.web import install as install_pages  # after the handlers: page errors become HTML
 
     install_pages(app)
     install_openapi(app)

@@ -9,8 +9,8 @@ and how evaluation jobs are dispatched.
   (``None`` for no or an invalid token: public reads), :data:`AdminUser` (403 for non-admins).
   Each ends the session's transaction once the caller is known (:func:`release`), so that no
   database connection is held while an upload's body is still arriving (the body is read after
-  the caller is known: a slow client used to keep one of the pool's connections for as long as
-  it took to send, and twenty of them took all fifteen).
+  the caller is known: otherwise a slow client keeps one of the pool's connections for as long as
+  it takes to send, and twenty of them take all fifteen).
 - :data:`DispatchDep`: ``dispatch(job, queue, time_limit_s)``; by default sends the Celery task
   :data:`kernelrank.queue.EVALUATE` by name. Tests override :func:`get_dispatch`.
 - :data:`ReferenceCheckDep`: ``check(spec) -> reason | None``, how a pushed problem's reference

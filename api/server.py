@@ -13,7 +13,7 @@ Deadlines against slow clients, from the settings:
 
 Why this and not another server. uvicorn (0.54) has no deadline for the request head: its
 keep-alive timer runs only after a response, and any byte received cancels it, so a client sending
-a header byte every few seconds keeps a connection for as long as it likes (issue 15: six such
+a header byte every few seconds keeps a connection for as long as it likes (six such
 connections, one byte per 2 s, were still open after a minute); h11 bounds the head's size, not
 its time, and uvicorn has no option for it. Hypercorn's idle timer is such a deadline, and was
 tried: but a connection answered before its body was read (a 401 or 413 to a large upload) was

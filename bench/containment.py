@@ -1,6 +1,6 @@
-"""What containment costs per call (issue 13): freeze and thaw latency of a job's cgroup, and the
+"""What containment costs per call: freeze and thaw latency of a job's cgroup, and the
 judge's window less the child's claim, contained (frozen outside requests) and not; and what the
-checks of issue 43 cost per request: reading the job's CPU time (twice a request, inside the
+judge's checks of claims cost per request: reading the job's CPU time (twice a request, inside the
 window), reading the child's mappings for the output's address (once a request, outside it) and
 the CPU-time rule itself (``judging.cpu_charges``, once a case).
 

@@ -26,7 +26,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.service import API, FINAL, ROOT, embedded_service, machine  # noqa: E402
+from bench.service import API, ROOT, embedded_service, machine  # noqa: E402
+from kernelrank.vocab import FINAL_STATUSES  # noqa: E402
 
 FIRST_CALL = """
 def custom_kernel(data):
@@ -54,7 +55,7 @@ def _post_to_verdict(client: httpx.Client, code: str, mode: str) -> tuple[float,
     sid = int(r.json()["id"])
     while True:
         body = client.get(f"{API}/submissions/{sid}").json()
-        if body["status"] in FINAL:
+        if body["status"] in FINAL_STATUSES:
             return time.perf_counter() - t0, body["status"], str(body.get("message", ""))
         time.sleep(0.1)
 

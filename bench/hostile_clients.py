@@ -1,4 +1,4 @@
-"""The API under hostile clients (issue 15): its peak memory while each route is sent a 100 MB
+"""The API under hostile clients: its peak memory while each route is sent a 100 MB
 body (declared length, then chunked), and the latency of ordinary requests while 0, 20 and 200
 slow clients dribble submission bodies (a byte per client every 0.5 s).
 

@@ -10,8 +10,8 @@ Postgres and Redis (e.g. those of ``scripts/test-servers.sh``). Then:
 2. throughput: ``--jobs`` submissions sent at once; jobs per minute from the first POST to the
    last verdict (one runner, one job at a time).
 
-Prints figures, asserts nothing. Targets (bench/README.md): p50 under 1 s on a 2-core machine,
-which needs the runner's warm start (``runner/submission/zygote.py``; ``--cold`` turns it off to compare).
+Prints figures, asserts nothing (current figures: bench/README.md). Target: p50 under 1 s on a
+2-core machine, which needs the runner's warm start (``runner/submission/zygote.py``; ``--cold`` turns it off to compare).
 
 Usage: ``python bench/latency.py [--jobs 50] [--cold] [--database-url URL --broker-url URL]``
 """
@@ -28,7 +28,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.service import API, FINAL, ROOT, embedded_service, machine, percentiles  # noqa: E402
+from bench.service import API, ROOT, embedded_service, machine, percentiles  # noqa: E402
+from kernelrank.vocab import FINAL_STATUSES  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "softmax" / "examples" / "correct_pytorch.py"
 POLL_S = 0.02
@@ -44,7 +45,7 @@ def _wait(client: httpx.Client, sid: int, timeout_s: float = 300.0) -> str:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         status = client.get(f"{API}/submissions/{sid}").json()["status"]
-        if status in FINAL:
+        if status in FINAL_STATUSES:
             return status
         time.sleep(POLL_S)
     return "lost"

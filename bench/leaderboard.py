@@ -31,10 +31,12 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.service import API, api_process, describe, machine, private_postgres  # noqa: E402
+from kernelrank.vocab import Mode, Verdict  # noqa: E402
 
 DEVICES = ("cpu", "cuda-h100", "cuda-a100")
-MODES = (("leaderboard", 0.55), ("test", 0.3), ("benchmark", 0.15))
-LOSING = (("failed", 0.5), ("error", 0.15), ("timeout", 0.1), ("compile_error", 0.2), ("rejected", 0.05))
+MODE_SHARES = ((Mode.leaderboard, 0.55), (Mode.test, 0.3), (Mode.benchmark, 0.15))
+LOSING = ((Verdict.failed, 0.5), (Verdict.error, 0.15), (Verdict.timeout, 0.1), (Verdict.compile_error, 0.2),
+          (Verdict.rejected, 0.05))
 CODE = ("import torch\n\n\ndef custom_kernel(data):\n    x, = data\n"
         "    return torch.softmax(x, dim=-1)  # variant {i}\n")
 
@@ -77,9 +79,9 @@ def fill(url: str, rows: int, n_users: int, hot: float, seed: int = 0) -> dict[s
             problem, device = "softmax", "cpu"
         else:
             problem, device = rng.choice(problems), rng.choice(DEVICES)
-        mode = _pick(rng, MODES)
-        status = "passed" if rng.random() < 0.55 else _pick(rng, LOSING)
-        ranked = mode == "leaderboard" and status == "passed"
+        mode = _pick(rng, MODE_SHARES)
+        status = Verdict.passed if rng.random() < 0.55 else _pick(rng, LOSING)
+        ranked = mode == Mode.leaderboard and status == Verdict.passed
         created = now - dt.timedelta(seconds=rng.uniform(0, 90 * 86400))
         started = created + dt.timedelta(seconds=rng.uniform(0.5, 60))
         code = CODE.format(i=i)
@@ -88,9 +90,9 @@ def fill(url: str, rows: int, n_users: int, hot: float, seed: int = 0) -> dict[s
             "language": "pytorch", "filename": "kernel.py", "code": code,
             "code_sha256": hashlib.sha256(code.encode()).hexdigest(), "status": status, "message": "",
             "score_ns": rng.lognormvariate(13, 0.4) if ranked else None,
-            "speedup": rng.uniform(0.5, 3.0) if status == "passed" else None,
-            "tflops": rng.uniform(0.01, 2.0) if status == "passed" else None,
-            "gbps": rng.uniform(5.0, 400.0) if status == "passed" else None,
+            "speedup": rng.uniform(0.5, 3.0) if status == Verdict.passed else None,
+            "tflops": rng.uniform(0.01, 2.0) if status == Verdict.passed else None,
+            "gbps": rng.uniform(5.0, 400.0) if status == Verdict.passed else None,
             "ranked": ranked, "runner": "bench", "progress": {}, "created_at": created, "started_at": started,
             "finished_at": started + dt.timedelta(seconds=rng.uniform(1, 600)),
         })

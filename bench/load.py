@@ -23,7 +23,8 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.service import API, FINAL, ROOT, describe, embedded_service, machine  # noqa: E402
+from bench.service import API, ROOT, describe, embedded_service, machine  # noqa: E402
+from kernelrank.vocab import FINAL_STATUSES  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "softmax" / "examples" / "correct_pytorch.py"
 
@@ -75,7 +76,7 @@ async def client(url: str, token: str, n: int, code: bytes, tally: Tally, start:
                 tally.errors.append(f"GET: HTTP {r.status_code}")
                 continue
             for sub in r.json():
-                if sub["id"] in pending and sub["status"] in FINAL:
+                if sub["id"] in pending and sub["status"] in FINAL_STATUSES:
                     tally.final[sub["id"]] = sub["status"]
                     pending.discard(sub["id"])
 

@@ -32,6 +32,7 @@ from cpu_hog import hog  # noqa: E402
 from kernelrank.problems import load_problem  # noqa: E402
 from kernelrank.runner.host.devices import cpu_threads, device_info  # noqa: E402
 from kernelrank.runner.judge.harness import EvalOptions, evaluate  # noqa: E402
+from kernelrank.vocab import CaseKind, DeviceClass, Mode  # noqa: E402
 
 DEFAULT_FILES = (ROOT / "bench" / "kernels" / "softmax_identical.py",
                  ROOT / "reference_kernels" / "softmax" / "examples" / "correct_pytorch.py")
@@ -48,8 +49,8 @@ def record(problem: str, path: Path, options: EvalOptions, loaded: bool) -> dict
 
     load_before = os.getloadavg()[0]
     started = time.monotonic()
-    r = evaluate(spec, path.read_text(encoding="utf-8"), "leaderboard", "cpu", options, on_event)
-    bench = [c for c in r.cases if c.kind == "benchmark"]
+    r = evaluate(spec, path.read_text(encoding="utf-8"), Mode.leaderboard, DeviceClass.cpu, options, on_event)
+    bench = [c for c in r.cases if c.kind == CaseKind.benchmark]
     return {
         "file": str(path.relative_to(ROOT)), "problem": problem, "hog": loaded, "status": r.status.value,
         "load_average": [load_before, os.getloadavg()[0]], "seconds": time.monotonic() - started,

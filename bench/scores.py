@@ -16,7 +16,7 @@ compute-bound there).
    - max/min of the file's five scores, each made as the service makes it: from two leaderboard
      runs in a row (its public and secret runs; ``--runs-per-score``), measured again while not
      rankable (``--remeasures``, as the service does), every run's speedup combined
-     (``calibration.over_measurements``: the geometric mean, an interval that holds how far they
+     (``kernelrank.judgement.judge``: the geometric mean, an interval that holds how far they
      differ, unranked when they disagree or the latest measurement is noisy) and re-based on a calibration (per case, the median of the
      runs' reference times): goals < 1.03 idle, < 1.10 with the hog; beside it, the spread of
      the single runs;
@@ -54,15 +54,16 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from cpu_hog import hog  # noqa: E402
 
+from kernelrank import judgement  # noqa: E402
 from kernelrank.problems import Case, load_problem  # noqa: E402
+from kernelrank.runner import stats  # noqa: E402
 from kernelrank.runner.host.devices import cpu_threads, device_info  # noqa: E402
 from kernelrank.runner.judge.answers import reference_submission  # noqa: E402
 from kernelrank.runner.judge.harness import EvalOptions, evaluate  # noqa: E402
 from kernelrank.runner.results import json_ready  # noqa: E402
-from kernelrank.runner import stats
 from kernelrank.runner.stats import geometric_mean  # noqa: E402
-from kernelrank.services import calibration  # noqa: E402
 from kernelrank.settings import get_settings  # noqa: E402
+from kernelrank.vocab import CaseKind, Mode, RunKind  # noqa: E402
 
 KERNELS = ROOT / "reference_kernels"
 IDENTICAL = ROOT / "bench" / "kernels" / "softmax_identical.py"
@@ -107,7 +108,7 @@ def timer_agreement(spec, case: Case, options: EvalOptions, threads: int) -> Non
     print(f"\n2. harness vs torch.utils.benchmark.Timer, the {spec.definition.name} reference, case {case.label()}")
     one = _one_case_spec(spec, case, 5.0)
     r = evaluate(one, reference_submission(one), "benchmark", "cpu", options)
-    bench = [c for c in r.cases if c.kind == "benchmark"][0]
+    bench = [c for c in r.cases if c.kind == CaseKind.benchmark][0]
     harness_mean = bench.ref_timing["mean_ns"]
     ref = spec.reference_module()
     data = ref.generate_input(device="cpu", **case.params)
@@ -129,7 +130,7 @@ def timer_speedups(problem: str, example: Path, threads: int) -> list[float]:
     fixed thresholds), since this process's own threads are not (it read the reference 2.3x
     slower than the children do on one bfloat16 case). Not the judge's conditions (one input,
     warm in the caches, against a fresh input per call), but no path, no freezing and no
-    processes: a check the judge's speedups are of the right size (issue 14: the judge's path
+    processes: a check the judge's speedups are of the right size (the judge's path
     once pulled them towards 1, 0.36x read 0.48x)."""
     import json
     import subprocess
@@ -193,8 +194,8 @@ def _runs(spec, src: str, options: EvalOptions, repeats: int) -> list:
 class Score:
     """One leaderboard score as the service makes it: a submission's measurements, each its runs
     (public, then secret, one after the other), made again while the score is not rankable up
-    to ``--remeasures`` times, all runs combined (``calibration.over_measurements``, the
-    service's rule)."""
+    to ``--remeasures`` times, all runs combined and judged by the service's rule
+    (:func:`kernelrank.judgement.judge`)."""
 
     measurements: list
     judged: Any
@@ -205,21 +206,27 @@ class Score:
 
     @property
     def combined(self) -> Any:
-        return self.judged.combined
+        return self.judged.measured.combined
 
     @property
     def disagree(self) -> bool:
-        return self.judged.disagree
+        return self.judged.measured.disagree
 
     @property
     def ranked(self) -> bool:
-        return self.judged.rankable and all(r.passed for r in self.runs)
+        return self.judged.ranked
+
+
+def _records(runs: list) -> list:
+    """A measurement's results as the service records them: the first run public, the rest secret."""
+    return [judgement.RunRecord(RunKind.public if i == 0 else RunKind.secret, r.status.value, r.to_dict(), r.score_ns)
+            for i, r in enumerate(runs)]
 
 
 def _scores(spec, src: str, options: EvalOptions, repeats: int, per_score: int, remeasures: int = 0) -> list[Score]:
     """``repeats`` scores of ``src``, each from ``per_score`` leaderboard runs in a row, measured
     again (``per_score`` more runs) while not rankable, at most ``remeasures`` times
-    (``calibration.measure_again``, as the service does); as on a board, the earlier scores'
+    (:func:`kernelrank.judgement.judge`, as the service does); as on a board, the earlier scores'
     first measurements' spreads between their runs are the floor of the next one's interval
     (``stats.pooled_spread``, as ``calibration.board_spread`` pools a board's)."""
     noisy_above = spec.definition.timing["cpu"].noisy_above
@@ -228,18 +235,20 @@ def _scores(spec, src: str, options: EvalOptions, repeats: int, per_score: int, 
         measurements: list[list] = []
         while True:
             measurements.append(_runs(spec, src, options, per_score))
-            judged = calibration.over_measurements([[r.to_dict() for r in m] for m in measurements], noisy_above,
-                                                   stats.pooled_spread(spreads))
-            if not calibration.measure_again(judged, len(measurements), remeasures):
+            judged = judgement.judge([_records(m) for m in measurements], mode=Mode.leaderboard,
+                                     noisy_above=noisy_above, board=stats.pooled_spread(spreads),
+                                     remeasures=remeasures)
+            if not judged.again:
                 break
-        spreads += [judged.spread] if judged.spread is not None else []
+        spread = judged.measured.spread
+        spreads += [spread] if spread is not None else []
         out.append(Score(measurements, judged))
     return out
 
 
 def _cases_line(r) -> str:
     parts = []
-    for c in (c for c in r.cases if c.kind == "benchmark"):
+    for c in (c for c in r.cases if c.kind == CaseKind.benchmark):
         p = c.pairing or {}
         parts.append(f"{p.get('pairs', 0)} pairs, in calls {p.get('timed_share', 0):.0%}, ±{p.get('half_width', math.inf):.1%}"
                      f" (processes' offsets: se {p.get('between_processes_log_se', 0):.1%})")
@@ -275,7 +284,7 @@ def record(path: Path, problem: str, label: str, file: str, scores: list[Score])
     data["conditions"].append({
         "problem": problem, "condition": label, "file": file, "recorded": time.strftime("%Y-%m-%d %H:%M"),
         "scores": [[{"status": r.status.value, "speedup_interval": r.speedup_interval, "noisy": r.noisy,
-                     "benchmark_cases": sum(c.kind == "benchmark" for c in r.cases), "duration_s": round(r.duration_s, 1)}
+                     "benchmark_cases": sum(c.kind == CaseKind.benchmark for c in r.cases), "duration_s": round(r.duration_s, 1)}
                     for r in s.runs] for s in scores]})
     path.write_text(json.dumps(json_ready(data), indent=1) + "\n")
 
@@ -306,7 +315,7 @@ def condition(spec, options: EvalOptions, example: Path, repeats: int, label: st
         print(f"   max/min of the scores = {max(combined) / min(combined):.3f}{line}   (goal < 1.03 idle, < 1.10 loaded); "
               f"of the {len(single)} single runs' {max(single) / min(single):.3f}")
     if passed:
-        per_case = [statistics.median(next(c.speedup for c in r.cases if c.kind == "benchmark" and c.index == i)
+        per_case = [statistics.median(next(c.speedup for c in r.cases if c.kind == CaseKind.benchmark and c.index == i)
                                       for r in passed) for i in range(cases)]
         line = "; ".join(f"{s:.3f}x" + (f" (Timer {t:.3f}x)" if timer else "") for s, t in zip(per_case, timer or per_case))
         print(f"   per case, the median of the runs' speedups: {line}")
@@ -324,18 +333,18 @@ def condition(spec, options: EvalOptions, example: Path, repeats: int, label: st
     if recording is not None:
         record(recording, spec.definition.name, label, str(example.relative_to(ROOT)), scores)
         record(recording, spec.definition.name, label, same_label, same_scores)
-    shares = [c.pairing["timed_share"] for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
+    shares = [c.pairing["timed_share"] for r in runs + same for c in r.cases if c.kind == CaseKind.benchmark and c.pairing]
     if shares:
         print(f"   share of a case's wall time inside timed calls: median {statistics.median(shares):.0%}, "
               f"{min(shares):.0%} .. {max(shares):.0%} (goal >= 50%)")
     walls = [(c.pairing["prepare_s"], c.pairing["timed_phase_s"], c.pairing["check_s"], c.pairing["wall_s"])
-             for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
+             for r in runs + same for c in r.cases if c.kind == CaseKind.benchmark and c.pairing]
     if walls:
         p, t, k, w = (sum(x[i] for x in walls) for i in range(4))
         print(f"   where a case's wall time went: preparing inputs and expected outputs {p / w:.0%}, the timed "
               f"phase (placing, calls, reading) {t / w:.0%}, checking {k / w:.0%}, warm-up and the rest {1 - (p + t + k) / w:.0%}")
     parts = [(c.pairing.get("inputs_thread_s", 0.0), c.pairing.get("expected_thread_s", 0.0))
-             for r in runs + same for c in r.cases if c.kind == "benchmark" and c.pairing]
+             for r in runs + same for c in r.cases if c.kind == CaseKind.benchmark and c.pairing]
     made, expected = sum(x for x, _ in parts), sum(y for _, y in parts)
     if made + expected > 0:
         print(f"   of the preparing (the judge's threads' time): the inputs (generate_input or derive_input) "

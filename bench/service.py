@@ -21,9 +21,10 @@ from pathlib import Path
 
 import httpx
 
+from kernelrank.vocab import CPU_QUEUE
+
 ROOT = Path(__file__).resolve().parent.parent
 API = "/api/v1"
-FINAL = {"passed", "failed", "error", "timeout", "compile_error", "rejected", "cancelled"}
 
 
 def machine() -> str:
@@ -129,7 +130,8 @@ def embedded_service(root: Path, timeout_s: float = 300.0, **settings: str) -> I
                     raise RuntimeError(f"no cpu runner came online:\n{err_path.read_text()[-3000:]}")
                 with contextlib.suppress(httpx.TransportError):
                     r = c.get(f"{API}/runners")
-                    if r.status_code == 200 and any(x["device"] == "cpu" and x["online"] for x in r.json()["runners"]):
+                    runners = r.json()["runners"] if r.status_code == 200 else []
+                    if any(x["device"] == CPU_QUEUE and x["online"] for x in runners):
                         break
                 time.sleep(0.5)
         yield Service(url, token, data_dir)

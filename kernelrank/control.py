@@ -16,7 +16,8 @@ from typing import Any
 from celery import signals
 from sqlalchemy.exc import OperationalError
 
-from kernelrank.queue import CONTROL_QUEUE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, device_class, get_celery, send_job
+from kernelrank.queue import CONTROL_QUEUE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, get_celery, send_job
+from kernelrank.vocab import device_class
 
 log = logging.getLogger("kernelrank.control")
 
@@ -30,17 +31,17 @@ _RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": 1, "retry_backo
 @app.task(name=JOB_STARTED, **{**_RETRY, "ignore_result": False})
 def job_started(submission_id: int, runner: str, attempt: int | None = None) -> dict[str, Any]:
     """A runner is about to start the job: may it? Returns ``{"run": bool, "reason": str}``,
-    which the runner waits for (see :func:`kernelrank.services.jobs.start_attempt`). Yes makes
-    the submission ``running`` and counts an attempt; no drops a finished or duplicate job, or
-    ends one whose runners died ``job_max_attempts`` times as ``error``."""
+    which the runner waits for (see :func:`kernelrank.services.jobs.start_job`). Yes makes
+    the submission ``running`` and counts a start; no drops a finished or duplicate job, or
+    ends one whose runners died ``job_max_starts`` times as ``error``."""
     from kernelrank.db.session import session_scope
     from kernelrank.services import jobs
     from kernelrank.settings import get_settings
 
     settings = get_settings()
     with session_scope() as session:
-        decision = jobs.start_attempt(session, int(submission_id), str(runner), settings.job_max_attempts,
-                                      settings.runner_lost_seconds, attempt)
+        decision = jobs.start_job(session, int(submission_id), str(runner), settings.job_max_starts,
+                                  settings.runner_lost_seconds, attempt)
     if not decision.run:
         log.warning("job of submission %s not started on %s: %s", submission_id, runner, decision.reason)
     return decision.to_dict()

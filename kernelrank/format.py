@@ -1,7 +1,7 @@
 """How every figure is written for people: times, rates, speedups, roofline shares, error figures.
 
 One module for the terminal (``kernelrank`` CLI tables and messages), the web pages (Jinja
-filters, :mod:`kernelrank.web.format`), the charts (:mod:`kernelrank.web.charts`) and the
+filters, :mod:`kernelrank.api.web.format`), the charts (:mod:`kernelrank.api.web.charts`) and the
 judge's verdict message, so that one time reads the same everywhere. Pure functions over plain
 numbers (no torch), tested on their own.
 

@@ -28,13 +28,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from kernelrank import vocab
 from kernelrank.settings import get_settings
-
-DeviceClass = Literal[vocab.DEVICE_CLASSES]  # type: ignore[valid-type] - the one list, kernelrank.vocab
-Mode = Literal[vocab.MODES]  # type: ignore[valid-type]
-MODES: tuple[str, ...] = vocab.MODES
-DEVICE_CLASSES: tuple[str, ...] = vocab.DEVICE_CLASSES
+from kernelrank.vocab import DeviceClass, Mode
 
 DEFINITION_FILE = "problem.yaml"
 #: Folders of a reference that do not change how submissions are judged, so not its revision:
@@ -115,25 +110,19 @@ class CaseTiming(_Strict):
     (0.25 is ±25%) then is marked noisy (:func:`kernelrank.runner.judge.judging.stop_rule`), and a run
     whose speedup over its cases is wider than ``noisy_above / sqrt(cases)`` is too noisy and not
     ranked (:func:`kernelrank.runner.stats.run_noisy`); all are held against the interval without
-    the offsets between processes, which more time does not shrink. ±3% by default: at the budget alone (3 s per
-    softmax case on the CPU, 11-16 pairs) five leaderboard runs of one file scored max/min 1.05-1.07
-    at idle, with the extra time (23-31 s a run instead of 15 s) 1.021 (``docs/research/bench-history.md``,
-    issue 14). ``noisy_above`` is ±25% by default: after the extra time, idle runs on this
-    project's 2-core CPU machines read ±0.8-7% per case, but a case the host disturbs for seconds
-    still reads ±38-51% (two of five such runs in one set; such a case alone no longer keeps a
-    run whose score is known to ±12.5% from being ranked, ``docs/research/bench-history.md``); beside a CPU hog
-    cases read ±2.8-12%. Set before the extra time, when the judge's floor at idle was ±4-12%, a
-    limit of ±10% refused about half of the honest idle runs (``docs/research/bench-history.md``).
+    the offsets between processes, which more time does not shrink. ±3% by default: the extra time
+    is what makes repeated runs of one file agree (max/min 1.021 against 1.05-1.07 at the budget
+    alone); ``noisy_above`` ±25% by default: honest idle cases read ±0.8-7%, one the host disturbs
+    for seconds ±38-51% (docs/judging.md, 'How long a case is timed'; figures:
+    docs/research/bench-history.md).
 
     ``processes``: how many pairs of processes (a submission's and a reference's) time a case's
     pairs, one per round of the cases' slices (``harness._Evaluation._rounds``); unset, the
     device's default (:data:`kernelrank.runner.judge.judging.PROCESSES`). Two processes running the same
     code differ by a few percent for as long as they live; with one pair per run that offset
-    went unseen by the interval (``docs/research/bench-history.md``). Page faults in some processes'
-    first requests made part of it; those pairs no longer count
-    (``pairs.Side.settle``), and what remains is the process's own: on this project's AMD VMs,
-    with two OpenMP threads, a process runs the reference's bfloat16 6144x512 softmax at ~1.6 ms
-    or at ~2.6 ms for its whole life, outside the judge too (``docs/research/bench-history.md``).
+    goes unseen by the interval. Pairs a process spends faulting in its first requests do not
+    count (``pairs.Side.settle``); what remains is the process's own speed, which several pairs
+    average (docs/judging.md, 'Several processes per side').
 
     On ``cuda``, ``cuda_graph: true`` times every request's calls captured in one CUDA graph and
     launched once (as ``triton.testing.do_bench_cudagraph``), for kernels of a few µs whose launch
@@ -192,12 +181,12 @@ class ProblemDefinition(_Strict):
 
     @model_validator(mode="after")
     def _every_device_has_cases_and_timing(self) -> "ProblemDefinition":
-        for device in DEVICE_CLASSES:
+        for device in DeviceClass:
             if not self.benchmarks.get(device):
                 raise ValueError(f"benchmarks.{device} must list at least one case")
             if device not in self.timing:
                 raise ValueError(f"timing.{device} is missing")
-        if self.timing[vocab.DeviceClass.cpu.value].cuda_graph:
+        if self.timing[DeviceClass.cpu].cuda_graph:
             raise ValueError("timing.cpu.cuda_graph: CUDA graphs exist on cuda only")
         return self
 

@@ -20,7 +20,7 @@ from typing import Any
 from celery import Celery
 
 from kernelrank.settings import Settings, get_settings
-from kernelrank.vocab import TIMED_MODES, device_class, gpu_queue_name, run_kinds  # noqa: F401 - re-exported
+from kernelrank.vocab import TIMED_MODES, run_kinds
 
 CONTROL_QUEUE = "control"
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from kernelrank.format import finite
+from kernelrank.vocab import CaseKind
 
 #: Bounds of a case on the roofline: below the ridge point memory bandwidth limits it, above it
 #: the compute peak does.
@@ -119,7 +120,7 @@ def attach(result: dict[str, Any], ceilings: Any, problem_dtype: str | None = No
     result["ceilings"] = clean
     rates = clean["matmul_tflops"]
     for case in result.get("cases") or []:
-        if not isinstance(case, dict) or case.get("kind") != "benchmark":
+        if not isinstance(case, dict) or case.get("kind") != CaseKind.benchmark:
             continue
         dtype = ceiling_dtype(case.get("spec") if isinstance(case.get("spec"), dict) else None, rates, problem_dtype)
         roof = case_roofline(case.get("tflops"), case.get("gbps"), rates.get(dtype) if dtype else None,

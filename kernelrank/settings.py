@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 #: The checkout (or install) root that holds ``problems/`` and ``reference_kernels/``.
@@ -23,7 +23,7 @@ def _config_home() -> Path:
 class Settings(BaseSettings):
     """Settings from ``KERNELRANK_<FIELD>`` environment variables (pydantic-settings)."""
 
-    model_config = SettingsConfigDict(env_prefix="KERNELRANK_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="KERNELRANK_", extra="ignore", populate_by_name=True)
 
     problems_dir: Path = PROJECT_ROOT / "problems"
     reference_kernels_dir: Path = PROJECT_ROOT / "reference_kernels"
@@ -77,10 +77,11 @@ class Settings(BaseSettings):
     broker_key_prefix: str = ""
     #: Times a job may be started before it ends as ``error`` ("the runner died N times running
     #: this job"): runners that die or vanish mid-job get it again up to this bound.
-    job_max_attempts: int = Field(default=3, ge=1)
+    job_max_starts: int = Field(default=3, ge=1, validation_alias=AliasChoices(
+        "KERNELRANK_JOB_MAX_STARTS", "KERNELRANK_JOB_MAX_ATTEMPTS"))  # the second: its deprecated name
     #: Times a passing leaderboard submission is measured again, by itself, when its runs were too
     #: noisy to rank or disagree (the machine's speed moved between them): each time both runs
-    #: again, all its runs then combined (``calibration.over_measurements``); 0 turns it off (an
+    #: again, all its runs then combined (``judgement.over_measurements``); 0 turns it off (an
     #: admin's requeue still measures it afresh).
     remeasures: int = Field(default=2, ge=0, le=10)
     #: A ``running`` job whose runner has sent no heartbeat for this long is requeued by the sweeper
@@ -92,7 +93,7 @@ class Settings(BaseSettings):
     #: Seconds between two sweeps of the control worker's sweeper.
     sweeper_seconds: float = Field(default=30.0, gt=0)
     #: Seconds a runner waits for the control worker's go-ahead before a job (is it finished, or
-    #: over its attempts?); without an answer (control worker down) it runs the job anyway.
+    #: started too often?); without an answer (control worker down) it runs the job anyway.
     job_gate_seconds: float = Field(default=15.0, gt=0)
     api_host: str = "127.0.0.1"
     api_port: int = 8000

@@ -6,7 +6,7 @@ transaction, commits, then sends the requeued jobs to their device queues. It wa
 runners' heartbeats that queued up while the control worker was down are written first (a runner
 alive all along is not taken for a vanished one). Several control workers may each run one: on
 Postgres the rows a sweep looks at are locked (``SKIP LOCKED``), and a job sent twice is started
-once (the runner's go-ahead, :func:`kernelrank.services.jobs.start_attempt`).
+once (the runner's go-ahead, :func:`kernelrank.services.jobs.start_job`).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def sweep_once() -> SweepReport:
             return None
 
     with session_scope() as session:
-        report = sweep(session, max_attempts=settings.job_max_attempts, runner_lost_s=settings.runner_lost_seconds,
+        report = sweep(session, max_starts=settings.job_max_starts, runner_lost_s=settings.runner_lost_seconds,
                        queued_lost_s=settings.queued_lost_seconds, pending=pending)
     for job in report.requeued:
         try:

@@ -89,6 +89,26 @@ MODES: tuple[str, ...] = tuple(m.value for m in Mode)
 TIMED_MODES: tuple[str, ...] = (Mode.benchmark.value, Mode.leaderboard.value)
 
 
+def parse_mode(value: str) -> Mode:
+    """The :class:`Mode` named ``value``: the one check of a mode every entry point makes (the
+    API, ``kernelrank submit``, ``kernelrank eval``, the harness).
+
+    Raises:
+        ValueError: not a mode; the message names the modes.
+    """
+    try:
+        return Mode(value)
+    except ValueError:
+        raise ValueError(f"unknown mode {value!r}; one of {', '.join(MODES)}") from None
+
+
+class CaseKind(StrEnum):
+    """A problem's case: ``test`` (checked for correctness) or ``benchmark`` (checked and timed)."""
+
+    test = "test"
+    benchmark = "benchmark"
+
+
 class RunKind(StrEnum):
     """One evaluation of a submission: ``public`` (every mode, the problem's seeds) and
     ``secret`` (leaderboard mode, seeds the author never sees)."""
@@ -121,7 +141,8 @@ CPU_QUEUE = "cpu"
 CUDA_QUEUE_PREFIX = "cuda-"
 #: The local-evaluation shorthand for this machine's GPU (never a service queue).
 LOCAL_CUDA = "cuda"
-#: ``--device auto``: the GPU when one is visible, else the CPU (local commands only).
+#: ``auto``: let the machine choose. ``--device auto``: the GPU when one is visible, else the CPU
+#: (local commands only); ``runner_isolation`` ``auto``: the strongest isolation method available.
 AUTO = "auto"
 _QUEUE_NAME = re.compile(r"^(cpu|cuda-[a-z0-9-]{1,48})$")
 

@@ -19,9 +19,6 @@ NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
 NAN = "NaN"
 
 
-#: The verdict of an evaluation (one definition: :class:`kernelrank.vocab.Verdict`).
-Status = Verdict
-
 
 def json_ready(value: Any) -> Any:
     """``value`` with every non-finite float (also inside dicts, lists and tuples, which become
@@ -138,7 +135,7 @@ class EvalResult:
     case's ``roofline`` share comes (:func:`kernelrank.roofline.attach`); ``None`` when unknown.
     """
 
-    status: Status
+    status: Verdict
     mode: str
     problem: str
     revision: str
@@ -164,7 +161,7 @@ class EvalResult:
 
     @property
     def passed(self) -> bool:
-        return self.status is Status.passed
+        return self.status is Verdict.passed
 
     def to_dict(self) -> dict[str, Any]:
         """The result as JSON-ready values (non-finite floats as strings: :func:`json_ready`)."""
@@ -176,7 +173,7 @@ class EvalResult:
     def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
         """Inverse of :meth:`to_dict` (for results that crossed a queue)."""
         d = dict(d)
-        d["status"] = Status(d["status"])
+        d["status"] = Verdict(d["status"])
         d["cases"] = [CaseResult(**{k: _figure(v) if k in _CASE_FIGURES else v for k, v in c.items()})
                       for c in d.get("cases", [])]
         for k in ("score_ns", "speedup", "speedup_ci", "score_ci_ns"):

@@ -18,8 +18,8 @@ a timed call counts for, against the judge's clock and the job's CPU time: :mod:
 The estimator (see :func:`paired_speedup` and ``docs/research/bench-history.md``, *Choosing the estimator*): the
 20% trimmed mean of the pairs' log ratios, with the Tukey-McLaughlin standard error (Wilcox,
 *Introduction to Robust Estimation and Hypothesis Testing*, 4th ed., section 4.4) widened for
-the pairs' serial correlation, and Student's t. Chosen on timings recorded on this project's
-machines (``tests/fixtures/timings/``) against the mean and the median of the log ratios and the
+the pairs' serial correlation, and Student's t. Chosen on recorded timings
+(``tests/fixtures/timings/``) against the mean and the median of the log ratios and the
 ratio of the means.
 """
 
@@ -115,6 +115,17 @@ def t975(df: float) -> float:
 TRIM = 0.2
 
 
+def time_from_speedup(basis_ns: float, speedup: float, low: float | None = None,
+                      high: float | None = None) -> tuple[float, float | None, float | None]:
+    """A time (ns) and its interval from a speedup (with its 95% interval) and a basis, the
+    geometric mean of the reference's times (ns): ``basis / speedup``; the interval's ends swap (a
+    higher speedup is a lower time); a zero bound gives an infinite time, an infinite one zero.
+    Without bounds the interval is ``(None, None)``. The one formula of a score."""
+    if low is None or high is None:
+        return basis_ns / speedup, None, None
+    return basis_ns / speedup, basis_ns / high if high > 0 else 0.0, basis_ns / low if low > 0 else math.inf
+
+
 @dataclass(frozen=True)
 class Interval:
     """A ratio (a speedup) with its 95% interval, and what it was estimated from.
@@ -157,8 +168,8 @@ class Interval:
     def scaled(self, basis: float) -> tuple[float, float, float]:
         """``basis / ratio`` and its interval ``(value, low, high)``: a time (ns) from a
         reference time ``basis`` (ns) and this speedup (the faster, the lower)."""
-        return (basis / self.estimate, basis / self.high if self.high > 0 else 0.0,
-                basis / self.low if self.low > 0 else math.inf)
+        value, low, high = time_from_speedup(basis, self.estimate, self.low, self.high)
+        return value, float(low), float(high)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -280,7 +291,7 @@ def paired_speedup(reference_ns: Sequence[float], submission_ns: Sequence[float]
 
     **Between processes.** Two processes running the same code on one machine differ in speed by
     a few percent for as long as they live (memory placement and the like: Mytkowicz et al.,
-    *Producing Wrong Data Without Doing Anything Obviously Wrong!*, ASPLOS 2009; measured here with
+    *Producing Wrong Data Without Doing Anything Obviously Wrong!*, ASPLOS 2009; measured with
     ``docs/research/studies/process_effect.py``). Pairs timed by one pair of processes all share that pair's
     offset, which no number of pairs averages and the interval above cannot see. With ``groups`` the pairs were timed by ``K`` pairs of processes in rotation;
     the offsets' variance ``tau^2`` (:func:`process_variance`) is added as

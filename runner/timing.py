@@ -24,31 +24,27 @@ from __future__ import annotations
 import time
 from typing import Any, Callable, Protocol
 
-# moved to the statistics module; re-exported for callers of this module
-from kernelrank.runner.stats import TimingStats, geometric_mean, summarize  # noqa: F401
+from kernelrank.vocab import DeviceClass
 
 #: Bytes zeroed before each timed call on CUDA to flush L2 (do_bench and GPU MODE use 256 MiB).
 L2_FLUSH_BYTES = 256 * 1024 * 1024
 #: Minimum warm-up per device class, in seconds of calls, and in calls. CUDA: do_bench's 25 ms.
 #: CPU: 20 ms. A fresh process pays page faults until its heap has grown to the size the calls
-#: need (the first 5-30 calls of a 16 MiB softmax output at 2-3x the steady time), which 100 ms
-#: covered once; the judge now goes on while the last call faulted (:data:`WARM_FAULTS_PER_CALL`),
-#: readies each process for its requests and counts a pair only once both processes are warm, so
-#: the 100 ms were 0.8 s of each case's opening on its eight processes: GEMM's idle share inside
-#: timed calls went from 39-48% to 47-49% with 20 ms, its speedups unchanged (3.67-3.73x against
-#: 3.71-4.48x; docs/research/bench-history.md, issue 14).
+#: need; the judge goes on warming while the last call faulted (:data:`WARM_FAULTS_PER_CALL`) and
+#: counts a pair only once both processes are warm, so a longer fixed warm-up only costs time
+#: (100 ms cost 0.8 s of each case's opening, speedups unchanged: docs/research/bench-history.md).
 WARMUP_SECONDS = {"cpu": 0.02, "cuda": 0.025}
 WARMUP_MIN_CALLS = 1
 #: Upper bound on warm-up calls (a fast kernel reaches the seconds only after many calls).
 WARMUP_MAX_CALLS = 200
 #: A process is warm (in its steady state) once one of its requests page-faulted at most this
 #: many times per call (the judge counts the child's faults, ``/proc/<pid>/stat``, around each
-#: request). A fault costs ~6 µs on this project's VMs: a 16 MiB softmax output grown into fresh
+#: request). A fault costs ~6 µs on a VM: a 16 MiB softmax output grown into fresh
 #: pages took 24 ms against 1.3 ms for the same call in reused ones. Fresh processes, and every
 #: process when a case's timed requests first hold several input sets (their outputs held
 #: together: a larger heap, a larger slot mapping), fault for one to three requests, at moments
 #: that differ from process to process; counted, those requests were most of what looked like
-#: lasting speed differences between processes (issue 14, ``docs/research/bench-history.md``).
+#: lasting speed differences between processes (``docs/research/bench-history.md``).
 WARM_FAULTS_PER_CALL = 16
 #: Most requests of one process in a case that may stay uncounted while it faults: a kernel that
 #: allocates fresh memory on every call (its steady state) is timed so after this many.
@@ -299,8 +295,8 @@ def make_timer(device: str) -> Timer:
     Raises:
         ValueError: an unknown device class.
     """
-    if device == "cpu":
+    if device == DeviceClass.cpu:
         return CpuTimer()
-    if device == "cuda":  # pragma: no cover - GPU-only
+    if device == DeviceClass.cuda:  # pragma: no cover - GPU-only
         return CudaTimer(TorchCuda())
     raise ValueError(f"unknown device {device!r}")

@@ -8,7 +8,7 @@ code would hand it the judge. A message is a JSON header plus raw buffers::
 Values are encoded recursively: ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples,
 string-keyed dicts, and tensors as ``{"__tensor__": i, "dtype": "bfloat16", "shape": [..]}``
 referring to buffer ``i``. :func:`decode` checks every tensor's dtype against an allowlist and its
-byte length against its shape, and :class:`Channel` bounds the size of what it accepts, so the
+byte length against its shape, and :class:`Link` bounds the size of what it accepts, so the
 judge never allocates what the child merely claims.
 """
 
@@ -22,6 +22,8 @@ import time
 from typing import Any
 
 import torch
+
+from kernelrank.vocab import DeviceClass
 
 _HEADER = struct.Struct("<I")
 _BUFLEN = struct.Struct("<Q")
@@ -47,11 +49,11 @@ class WireError(Exception):
     """A malformed, oversized or truncated message, or a closed channel."""
 
 
-class ChannelClosed(WireError):
+class LinkClosed(WireError):
     """The peer closed its end (for the judge: the child exited or died)."""
 
 
-class ChannelTimeout(WireError):
+class LinkTimeout(WireError):
     """No complete message arrived before the deadline."""
 
 
@@ -107,7 +109,7 @@ def _enc(v: Any, buffers: list[memoryview]) -> Any:
     raise WireError(f"cannot send a value of type {type(v).__name__}")
 
 
-def decode(header: dict[str, Any], buffers: list[bytes | bytearray], device: str = "cpu") -> Any:
+def decode(header: dict[str, Any], buffers: list[bytes | bytearray], device: str = DeviceClass.cpu) -> Any:
     """Inverse of :func:`encode`; tensors are created on ``device``.
 
     Raises:
@@ -168,10 +170,10 @@ def _tensor(v: dict[str, Any], buffers: list[bytes | bytearray], device: str) ->
     t = torch.empty(shape, dtype=dtype)
     if numel:
         t.view(-1).view(torch.uint8).copy_(torch.frombuffer(raw, dtype=torch.uint8))
-    return t.to(device) if device != "cpu" else t
+    return t.to(device) if device != DeviceClass.cpu else t
 
 
-class Channel:
+class Link:
     """One end of the socket pair, sending and receiving whole messages.
 
     Args:
@@ -192,8 +194,8 @@ class Channel:
         """Encode and send one message; a peer that stops reading cannot block past ``deadline``.
 
         Raises:
-            ChannelTimeout: the peer did not take the message before the deadline.
-            ChannelClosed: the peer closed its end.
+            LinkTimeout: the peer did not take the message before the deadline.
+            LinkClosed: the peer closed its end.
         """
         header, buffers = encode(value)
         head = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
@@ -208,25 +210,25 @@ class Channel:
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise ChannelTimeout("the peer did not take the message before the deadline")
+                raise LinkTimeout("the peer did not take the message before the deadline")
             self.sock.settimeout(remaining)
         else:
             self.sock.settimeout(None)
         try:
             self.sock.sendall(data)
         except TimeoutError:
-            raise ChannelTimeout("the peer did not take the message before the deadline") from None
+            raise LinkTimeout("the peer did not take the message before the deadline") from None
         except (BrokenPipeError, ConnectionResetError) as e:
-            raise ChannelClosed(f"channel error: {e}") from None
+            raise LinkClosed(f"channel error: {e}") from None
 
-    def recv(self, deadline: float | None = None, device: str = "cpu") -> Any:
+    def recv(self, deadline: float | None = None, device: str = DeviceClass.cpu) -> Any:
         """Receive one message, decoding tensors onto ``device``.
 
         Args:
-            deadline: ``time.monotonic()`` value after which :class:`ChannelTimeout` is raised.
+            deadline: ``time.monotonic()`` value after which :class:`LinkTimeout` is raised.
 
         Raises:
-            ChannelClosed, ChannelTimeout, WireError.
+            LinkClosed, LinkTimeout, WireError.
         """
         budget = self.max_message_bytes
         (hlen,) = _HEADER.unpack(self._read(_HEADER.size, deadline))
@@ -258,18 +260,18 @@ class Channel:
             if deadline is not None:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    raise ChannelTimeout("no answer before the deadline")
+                    raise LinkTimeout("no answer before the deadline")
                 self.sock.settimeout(remaining)
             else:
                 self.sock.settimeout(None)
             try:
                 k = self.sock.recv_into(view[got:], min(n - got, 1 << 24))
             except TimeoutError:
-                raise ChannelTimeout("no answer before the deadline") from None
+                raise LinkTimeout("no answer before the deadline") from None
             except OSError as e:
-                raise ChannelClosed(f"channel error: {e}") from None
+                raise LinkClosed(f"channel error: {e}") from None
             if k == 0:
-                raise ChannelClosed("the other side closed the channel")
+                raise LinkClosed("the other side closed the channel")
             got += k
         return out
 

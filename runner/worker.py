@@ -3,7 +3,7 @@
 A runner is a Celery worker consuming exactly one device queue (``cpu`` or ``cuda-<model>``),
 started by ``kernelrank runner`` (or ``celery -A kernelrank.runner.worker worker -Q cpu ...``).
 For each job (``services.submissions.job_message``) it asks ``JOB_STARTED`` for a go-ahead (a
-redelivered job that is finished, running elsewhere or out of attempts is dropped), runs the public run
+redelivered job that is finished, running elsewhere or out of starts is dropped), runs the public run
 and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
 ``control`` queue. A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
 ``settings.heartbeat_seconds`` (with the device's ceilings, measured once before the first job:
@@ -36,9 +36,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from kernelrank import __version__
 from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, REPORT_RETRY_POLICY,
-                              device_class, get_celery, send)
+                              get_celery, send)
 from kernelrank.settings import get_settings
-from kernelrank.vocab import Mode, RunKind, Verdict
+from kernelrank.vocab import DeviceClass, Mode, RunKind, Verdict, device_class
 
 log = logging.getLogger("kernelrank.runner")
 
@@ -58,9 +58,9 @@ class RunnerIdentity:
 
 
 _identity: RunnerIdentity | None = None
-#: [issue 16] The start-up self-test's summary (:func:`self_test_gate`), shown in every heartbeat.
+#: The start-up self-test's summary (:func:`self_test_gate`), shown in every heartbeat.
 _self_test: dict[str, Any] | None = None
-#: [issue 16] What locking the GPU's clocks gave (:func:`lock_gpu_clocks`), shown with its facts.
+#: What locking the GPU's clocks gave (:func:`lock_gpu_clocks`), shown with its facts.
 _clock_lock: dict[str, Any] = {}
 #: Jobs finished by this worker, shared by the main process and its forked pool processes.
 _jobs_done: Any = None
@@ -159,8 +159,8 @@ def _send_control(task: str, args: list[Any]) -> None:
 
 def ask_to_start(submission_id: int, runner: str, attempt: int | None = None) -> tuple[bool, str]:
     """Send ``JOB_STARTED`` and wait up to ``settings.job_gate_seconds`` for the control worker's
-    go-ahead (``kernelrank.services.jobs.start_attempt``): ``(run, reason)``. A redelivered job
-    that is finished, running elsewhere, or out of attempts is not run. Without an answer in time
+    go-ahead (``kernelrank.services.jobs.start_job``): ``(run, reason)``. A redelivered job
+    that is finished, running elsewhere, or out of starts is not run. Without an answer in time
     (control worker down or busy) the job runs: its start is recorded when the message is read.
     """
     from celery.exceptions import TimeoutError as ResultTimeout
@@ -218,7 +218,7 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
                               isolation=settings.runner_isolation,
                               require_network_isolation=(job["mode"] == Mode.leaderboard
                                                          and not settings.runner_allow_unisolated_network),
-                              require_containment=(job["mode"] == "leaderboard"
+                              require_containment=(job["mode"] == Mode.leaderboard
                                                    and not settings.runner_allow_unisolated_network),
                               hidden_paths=(settings.data_dir.resolve(),),
                               zygote=_warm_zygote(device_class(job["device"]), settings))
@@ -235,14 +235,14 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def _error_result(job: dict[str, Any], message: str, status: str = Verdict.error.value) -> dict[str, Any]:
     """A result of the harness's shape for a run the harness did not finish."""
-    from kernelrank.runner.results import EvalResult, Status
+    from kernelrank.runner.results import EvalResult
 
     problem = job.get("problem") or {}
     try:
         cls = device_class(str(job.get("device")))
     except ValueError:
         cls = str(job.get("device"))
-    result = EvalResult(Status(status), str(job.get("mode")), _problem_name(job), str(problem.get("revision", "")),
+    result = EvalResult(Verdict(status), str(job.get("mode")), _problem_name(job), str(problem.get("revision", "")),
                         cls, message=message)
     return _json_ready(result.to_dict())
 
@@ -279,7 +279,7 @@ def heartbeat_info(queue: str) -> dict[str, Any]:
 
 
 def measured_ceilings(queue: str) -> dict[str, Any] | None:
-    """[issue 17] The ceilings of this runner's device (copy bandwidth, matmul rate per dtype:
+    """The ceilings of this runner's device (copy bandwidth, matmul rate per dtype:
     :mod:`kernelrank.runner.host.ceilings`), measured once per runner process, in a subprocess (no CUDA
     or OpenMP state reaches the worker), with the threads the judge gives a kernel; ``None`` when
     ``settings.runner_ceilings`` is off or the measurement failed (logged)."""
@@ -292,7 +292,7 @@ def measured_ceilings(queue: str) -> dict[str, Any] | None:
         from kernelrank.runner.host.devices import cpu_threads
 
         cls = device_class(queue)
-        threads = cpu_threads(settings.cpu_threads) if cls == "cpu" else 0
+        threads = cpu_threads(settings.cpu_threads) if cls == DeviceClass.cpu else 0
         argv = [sys.executable, "-m", "kernelrank.runner.host.ceilings", "--device", cls, "--threads", str(threads)]
         try:
             out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
@@ -313,7 +313,7 @@ def _device_facts(queue: str) -> dict[str, Any]:
     """``device_info(...).to_dict()`` for ``queue``'s device class (see :func:`heartbeat_info`)."""
     settings = get_settings()
     cls = device_class(queue)
-    if cls == "cpu":
+    if cls == DeviceClass.cpu:
         from kernelrank.runner.host.devices import device_info
 
         info = device_info("cpu", settings.cpu_threads).to_dict()
@@ -322,11 +322,11 @@ def _device_facts(queue: str) -> dict[str, Any]:
                 "print(json.dumps(device_info('cuda').to_dict()))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
         info = json.loads(out.stdout.strip().splitlines()[-1])
-        # [issue 16] NVML's facts (no CUDA context: safe in the worker's main process)
+        # NVML's facts (no CUDA context: safe in the worker's main process)
         from kernelrank.runner.host import gpuinfo
 
         info["gpu"] = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES")) | _clock_lock
-    # [issue 16] the start-up self-test's result and date (kernelrank runner --self-test)
+    # the start-up self-test's result and date (kernelrank runner --self-test)
     info["self_test"] = _self_test if _self_test is not None else {"status": "not run"}
     return info
 
@@ -371,7 +371,7 @@ STOP_WAIT_S = 5.0
 
 
 def stop_heartbeat(ident: RunnerIdentity | None) -> bool:
-    """[issue 17] Stop the heartbeat thread and send the runner's last message, saying it stops
+    """Stop the heartbeat thread and send the runner's last message, saying it stops
     (shown offline at once). Returns whether the message was sent (not when the broker cannot be
     reached: the runner then shows offline once its heartbeats are ``runner_online_seconds`` old)."""
     _heartbeat_stop.set()
@@ -402,7 +402,7 @@ def first_heartbeat(ident: RunnerIdentity) -> dict[str, Any] | None:
         return None
 
 
-# -- start-up: self-test and clocks [issue 16] -------------------------------------------------------
+# -- start-up: self-test and clocks -------------------------------------------------------
 SelfTestRunner = Any
 
 
@@ -441,7 +441,7 @@ def self_test_gate(queue: str, run: SelfTestRunner = None, report: Any = None) -
     run = run or run_self_test_process
     summary = run(device_class(queue))
     _self_test = summary
-    if summary.get("status") == "passed":
+    if summary.get("status") == Verdict.passed:
         log.info("self-test passed on %s (%s checks)", queue, summary.get("checks"))
         return True
     log.error("self-test FAILED on %s: %s; this runner takes no jobs", queue, summary.get("failures"))
@@ -516,7 +516,7 @@ def _warm_zygote(device: str, settings: Any) -> Any:
     from kernelrank.runner.host.devices import cpu_threads
     from kernelrank.runner.submission.zygote import Zygote
 
-    threads = cpu_threads(settings.cpu_threads) if device == "cpu" else 0
+    threads = cpu_threads(settings.cpu_threads) if device == DeviceClass.cpu else 0
     with _zygote_lock:
         zygote = _zygotes.get((device, threads))
         if zygote is not None and zygote.matches(device, threads):

@@ -69,7 +69,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 @pytest.hookimpl(trylast=True)  # after the folders' own hooks have added their marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Keeps the tier's tests (module docstring). Tests marked ``cuda`` need a real GPU: skipped,
-    saying so, where torch sees none (this project's machines and CI); ``pytest -m cuda`` on a
+    saying so, where torch sees none (CI's machines); ``pytest -m cuda`` on a
     GPU machine runs them."""
     tier = selected_tier(config)
     if tier is not None and TIERS[tier] is not None:

@@ -103,7 +103,7 @@ def test_heartbeat_registers_the_runner_and_drops_non_device_queues(control: Any
     with session_scope() as s:
         online = runners.online(s, 60)
         assert [(r.name, r.device, r.jobs_done) for r in online] == [("h:1:cpu", "cpu", 3)]
-        assert runners.served_devices(s, 60) == {"cpu"}
+        assert runners.served_queues(s, 60) == {"cpu"}
 
 
 def test_a_leaderboard_submission_whose_runs_disagree_is_sent_to_be_measured_again(

@@ -20,7 +20,7 @@ from kernelrank import vocab
 from kernelrank.problems import load_problem
 from kernelrank.runner.judge.answers import reference_submission
 from kernelrank.runner.judge.harness import evaluate
-from kernelrank.runner.results import Status
+from kernelrank.vocab import Verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted(ROOT.glob("reference_kernels/*/examples/*.py"))
@@ -38,7 +38,7 @@ def _id(p: Path) -> str:
 def test_reference_passes_against_itself(name: str, options) -> None:
     spec = load_problem(name).spec()
     r = evaluate(spec, reference_submission(spec), "test", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     # not bit-exact: the judge computes on one thread, the child on all cores (another summation order)
     assert all(c.passed and c.checked == 1 for c in r.cases)
     assert len(r.cases) == len(spec.definition.tests)
@@ -70,7 +70,7 @@ def _assert_passes(path: Path, mode: str, options) -> None:
     it passed, every case of the mode present and checked."""
     spec = load_problem(path.parent.parent.name).spec()
     r = evaluate(spec, path.read_text(), mode, "cpu", dataclasses.replace(options, processes=1))
-    assert r.status is Status.passed, f"{r.message}\n{r.logs['stderr'][-2000:]}"
+    assert r.status is Verdict.passed, f"{r.message}\n{r.logs['stderr'][-2000:]}"
     tests = [c for c in r.cases if c.kind == "test"]
     assert len(tests) == len(spec.definition.tests) and all(c.passed for c in tests)
     # on the CPU, Triton kernels run under Triton's interpreter: judged for correctness, never scored
@@ -94,7 +94,7 @@ def _assert_passes(path: Path, mode: str, options) -> None:
 def test_wrong_example_fails_naming_the_case(path: Path, options) -> None:
     spec = load_problem(path.parent.parent.name).spec()
     r = evaluate(spec, path.read_text(), "test", "cpu", options)
-    assert r.status is Status.failed, r.message
+    assert r.status is Verdict.failed, r.message
     failing = [c for c in r.cases if not c.passed]
     assert failing
     first = failing[0]

@@ -67,7 +67,7 @@ def test_speedup_share_size_number_and_error_figures() -> None:
 
 def test_the_pages_and_the_judge_use_it() -> None:
     """One formatter: the page filters are its functions, and no other module formats times."""
-    from kernelrank.web import format as web
+    from kernelrank.api.web import format as web
 
     assert web.FILTERS["duration"] is fmt.duration and web.FILTERS["speedup"] is fmt.speedup
     assert web.rate(0.5, "TFLOP/s") == "500 GFLOP/s" and web.rate(120.0, "GB/s") == "120 GB/s"

@@ -20,7 +20,7 @@ from kernelrank.importers import ProblemImportError, import_gpumode, import_kern
 from kernelrank.importers.common import fit_case, rewrite_devices, scaled
 from kernelrank.problems import load_problem
 from kernelrank.runner.judge.harness import evaluate
-from kernelrank.runner.results import Status
+from kernelrank.vocab import Verdict
 from tests.conftest import FIXTURES
 
 IMPORTS = FIXTURES / "imports"
@@ -42,7 +42,7 @@ def folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path
     get_settings.cache_clear()
 
 
-def _verdict(name: str, path: Path, options) -> tuple[Status, str]:
+def _verdict(name: str, path: Path, options) -> tuple[Verdict, str]:
     r = evaluate(load_problem(name).spec(), path.read_text(encoding="utf-8"), "test", "cpu", options)
     return r.status, r.message
 
@@ -103,9 +103,9 @@ def test_gpumode_solutions_run_unchanged_and_are_judged_right(folders, options) 
     _, refs = folders
     import_gpumode(ROWSUM, "rowsum")
     ex = refs / "rowsum" / "examples"
-    assert _verdict("rowsum", ex / "correct_matmul_ones.py", options)[0] is Status.passed
+    assert _verdict("rowsum", ex / "correct_matmul_ones.py", options)[0] is Verdict.passed
     status, message = _verdict("rowsum", ex / "wrong_low_precision.py", options)
-    assert status is Status.failed and "test case 0" in message
+    assert status is Verdict.failed and "test case 0" in message
 
 
 def test_import_then_eval_from_the_command_line(tmp_path: Path) -> None:
@@ -162,9 +162,9 @@ def test_kernelbench_modelnew_and_custom_kernel_are_judged_right(folders, option
                                                                  passes: bool) -> None:
     import_kernelbench(KB / "level1" / f"{problem}.py", problem)
     status, message = _verdict(problem, KB / "solutions" / solution, options)
-    assert (status is Status.passed) is passes, message
+    assert (status is Verdict.passed) is passes, message
     if not passes:
-        assert status is Status.failed and "test case 0" in message
+        assert status is Verdict.failed and "test case 0" in message
 
 
 def test_kernelbench_template_is_a_correct_modelnew(folders, options) -> None:
@@ -172,7 +172,7 @@ def test_kernelbench_template_is_a_correct_modelnew(folders, options) -> None:
     import_kernelbench(KB / "level1" / "linear_tanh.py", "linear_tanh")
     template = refs / "linear_tanh" / "templates" / "modelnew.py"
     assert "class ModelNew(" in template.read_text()
-    assert _verdict("linear_tanh", template, options)[0] is Status.passed
+    assert _verdict("linear_tanh", template, options)[0] is Verdict.passed
 
 
 def test_kernelbench_file_without_model_is_refused(folders, tmp_path: Path) -> None:
@@ -189,7 +189,7 @@ def test_real_sources(folders, options) -> None:
         pytest.skip("KERNELRANK_TEST_GPUMODE_REPO and KERNELRANK_TEST_KERNELBENCH_REPO name no checkouts")
     _, refs = folders
     import_gpumode(Path(gm) / "problems" / "pmpp" / "matmul_py", "gm_matmul")
-    assert _verdict("gm_matmul", refs / "gm_matmul" / "examples" / "correct_ref.py", options)[0] is Status.passed
-    assert _verdict("gm_matmul", refs / "gm_matmul" / "examples" / "wrong_low_precision.py", options)[0] is Status.failed
+    assert _verdict("gm_matmul", refs / "gm_matmul" / "examples" / "correct_ref.py", options)[0] is Verdict.passed
+    assert _verdict("gm_matmul", refs / "gm_matmul" / "examples" / "wrong_low_precision.py", options)[0] is Verdict.failed
     import_kernelbench(Path(kb) / "KernelBench" / "level1" / "23_Softmax.py", "kb_softmax")
-    assert _verdict("kb_softmax", refs / "kb_softmax" / "templates" / "modelnew.py", options)[0] is Status.passed
+    assert _verdict("kb_softmax", refs / "kb_softmax" / "templates" / "modelnew.py", options)[0] is Verdict.passed

@@ -1,5 +1,5 @@
 """Jobs that must end (``kernelrank.services.jobs``), on a fresh SQLite database: the runner's
-go-ahead counts attempts and drops finished or duplicate jobs; the sweeper requeues jobs of
+go-ahead counts starts and drops finished or duplicate jobs; the sweeper requeues jobs of
 vanished runners and lost messages, and ends a job whose runners died on every attempt."""
 
 from __future__ import annotations
@@ -60,12 +60,12 @@ def _beat(name: str, ago_s: float = 0.0) -> None:
         row.last_heartbeat = utcnow() - dt.timedelta(seconds=ago_s)
 
 
-def _start(sid: int, runner: str, max_attempts: int = 3) -> tuple[bool, str]:
+def _start(sid: int, runner: str, max_starts: int = 3) -> tuple[bool, str]:
     from kernelrank.db.session import session_scope
-    from kernelrank.services.jobs import start_attempt
+    from kernelrank.services.jobs import start_job
 
     with session_scope() as s:
-        d = start_attempt(s, sid, runner, max_attempts, LOST)
+        d = start_job(s, sid, runner, max_starts, LOST)
         return d.run, d.reason
 
 
@@ -75,7 +75,7 @@ def _state(sid: int) -> tuple[str, int, str]:
 
     with session_scope() as s:
         sub = get_submission(s, sid)
-        return sub.status, sub.attempts, sub.message
+        return sub.status, sub.starts, sub.message
 
 
 def _age(sid: int, started_s: float | None = None, dispatched_s: float | None = None) -> None:
@@ -90,12 +90,12 @@ def _age(sid: int, started_s: float | None = None, dispatched_s: float | None = 
             sub.dispatched_at = utcnow() - dt.timedelta(seconds=dispatched_s)
 
 
-def _sweep(pending: set[int] | None = frozenset(), max_attempts: int = 3):
+def _sweep(pending: set[int] | None = frozenset(), max_starts: int = 3):
     from kernelrank.db.session import session_scope
     from kernelrank.services.jobs import sweep
 
     with session_scope() as s:
-        return sweep(s, max_attempts=max_attempts, runner_lost_s=LOST, queued_lost_s=300.0,
+        return sweep(s, max_starts=max_starts, runner_lost_s=LOST, queued_lost_s=300.0,
                      pending=lambda queue: None if pending is None else set(pending))
 
 
@@ -126,8 +126,8 @@ def test_a_job_whose_runner_died_every_time_ends_as_an_error(db: None) -> None:
         assert _start(sid, f"h:{attempt}:cpu") == (True, "")
     run, reason = _start(sid, "h:4:cpu")
     assert not run
-    status, attempts, message = _state(sid)
-    assert (status, attempts) == ("error", 3)
+    status, starts, message = _state(sid)
+    assert (status, starts) == ("error", 3)
     assert message == reason and "the runner died 3 times running this job" in message
     assert _start(sid, "h:5:cpu")[0] is False  # and stays ended
 
@@ -136,8 +136,8 @@ def test_a_late_result_of_an_ended_job_is_not_recorded(db: None) -> None:
     from kernelrank.control import record_result
 
     sid = _submission()
-    _start(sid, "h:1:cpu", max_attempts=1)
-    assert not _start(sid, "h:2:cpu", max_attempts=1)[0]
+    _start(sid, "h:1:cpu", max_starts=1)
+    assert not _start(sid, "h:2:cpu", max_starts=1)[0]
     assert record_result(sid, "public", {"status": "passed", "message": "", "cases": []}, "h:1:cpu") is False
     assert _state(sid)[0] == "error"
 
@@ -166,11 +166,11 @@ def test_sweeper_leaves_running_jobs_of_live_runners_and_young_jobs(db: None) ->
     assert _state(alive)[0] == _state(young)[0] == "running"
 
 
-def test_sweeper_ends_a_vanished_job_out_of_attempts(db: None) -> None:
+def test_sweeper_ends_a_vanished_job_out_of_starts(db: None) -> None:
     sid = _submission()
-    _start(sid, "h:1:cpu", max_attempts=1)
+    _start(sid, "h:1:cpu", max_starts=1)
     _age(sid, started_s=LOST + 30)
-    report = _sweep(max_attempts=1)
+    report = _sweep(max_starts=1)
     assert report.requeued == [] and report.failed == [sid]
     status, _, message = _state(sid)
     assert status == "error" and "the runner died once running this job" in message
@@ -190,14 +190,14 @@ def test_sweeper_requeues_an_old_queued_job_only_when_its_message_is_gone(db: No
 def test_sweeper_requeues_a_job_that_outlived_its_time_limit_on_a_live_runner(db: None) -> None:
     """The runner is alive but the job was lost inside it (its time limit is long past)."""
     sid = _submission()
-    _start(sid, "h:1:cpu", max_attempts=2)
+    _start(sid, "h:1:cpu", max_starts=2)
     _beat("h:1:cpu")
     _age(sid, started_s=10 * 24 * 3600)
-    assert [j.submission_id for j in _sweep(max_attempts=2).requeued] == [sid]
-    _start(sid, "h:1:cpu", max_attempts=2)
+    assert [j.submission_id for j in _sweep(max_starts=2).requeued] == [sid]
+    _start(sid, "h:1:cpu", max_starts=2)
     _beat("h:1:cpu")
     _age(sid, started_s=10 * 24 * 3600)
-    report = _sweep(max_attempts=2)
+    report = _sweep(max_starts=2)
     assert report.requeued == [] and report.failed == [sid]
-    status, attempts, message = _state(sid)
-    assert (status, attempts) == ("error", 2) and "outlived its time limit 2 times" in message
+    status, starts, message = _state(sid)
+    assert (status, starts) == ("error", 2) and "outlived its time limit 2 times" in message

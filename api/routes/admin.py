@@ -16,9 +16,9 @@ from fastapi import APIRouter, Body, Depends, Query, Request, status
 from fastapi.exceptions import RequestValidationError
 from starlette.datastructures import UploadFile
 
-from kernelrank.api.edge import Id, body_limit, problem_body_bytes
 from kernelrank.api.deps import AdminUser, DispatchDep, ReferenceCheckDep, SessionDep, SettingsDep
-from kernelrank.api.routes.submissions import _public
+from kernelrank.api.edge import Id, body_limit, problem_body_bytes
+from kernelrank.api.presenters import problem_pushed, problem_state_public, submission_public
 from kernelrank.api.schemas import (
     DisqualifyRequest,
     ProblemCloseRequest,
@@ -26,7 +26,6 @@ from kernelrank.api.schemas import (
     ProblemStatePublic,
     SubmissionPublic,
 )
-from kernelrank.db.models import Problem
 from kernelrank.services import TooLarge, problem_admin, problems, submissions
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
@@ -42,10 +41,6 @@ _PUSH_FORM = {
         "hidden": {"type": "boolean", "default": False, "description": "Create a new problem hidden."},
     },
 }
-
-
-def _state(row: Problem) -> ProblemStatePublic:
-    return ProblemStatePublic(name=row.name, state=problems.state_of(row), hidden=row.hidden, deadline=row.deadline)
 
 
 @dataclass(frozen=True)
@@ -100,16 +95,14 @@ def push_problem(_admin: AdminUser, upload: Annotated[ProblemUpload, Depends(par
     revision current again."""
     result = problem_admin.push_problem(session, upload.archive, settings.max_problem_bytes, check,
                                         hidden=upload.hidden)
-    return ProblemPushed(name=result.revision.problem.name, revision=result.revision.revision,
-                         new_problem=result.new_problem, new_revision=result.new_revision,
-                         state=problems.state_of(result.revision.problem))
+    return problem_pushed(result)
 
 
 @router.post("/problems/{name}/open", response_model=ProblemStatePublic, summary="Open a problem",
              responses={**_ADMIN, 404: {"description": "Unknown problem"}})
 def open_problem(name: str, _admin: AdminUser, session: SessionDep) -> ProblemStatePublic:
     """Visible to everyone and taking leaderboard submissions, with no deadline."""
-    return _state(problems.open_problem(session, name))
+    return problem_state_public(problems.open_problem(session, name))
 
 
 @router.post("/problems/{name}/close", response_model=ProblemStatePublic, summary="Close a problem",
@@ -120,21 +113,21 @@ def close_problem(name: str, _admin: AdminUser, session: SessionDep,
     """Set the deadline (now when none is given): leaderboard submissions made from then on are
     refused (409); those made before are still ranked when judged. Test, benchmark and profile
     runs are still taken."""
-    return _state(problems.close_problem(session, name, body.deadline if body else None))
+    return problem_state_public(problems.close_problem(session, name, body.deadline if body else None))
 
 
 @router.post("/problems/{name}/hide", response_model=ProblemStatePublic, summary="Hide a problem",
              responses={**_ADMIN, 404: {"description": "Unknown problem"}})
 def hide_problem(name: str, _admin: AdminUser, session: SessionDep) -> ProblemStatePublic:
     """Not listed, 404 to anyone but admins (its submissions stay readable by id by their owners)."""
-    return _state(problems.hide_problem(session, name, True))
+    return problem_state_public(problems.hide_problem(session, name, True))
 
 
 @router.post("/problems/{name}/unhide", response_model=ProblemStatePublic, summary="Show a hidden problem",
              responses={**_ADMIN, 404: {"description": "Unknown problem"}})
 def unhide_problem(name: str, _admin: AdminUser, session: SessionDep) -> ProblemStatePublic:
     """Visible again (the deadline is unchanged)."""
-    return _state(problems.hide_problem(session, name, False))
+    return problem_state_public(problems.hide_problem(session, name, False))
 
 
 @router.post("/submissions/{submission_id}/disqualify", response_model=SubmissionPublic,
@@ -143,7 +136,7 @@ def unhide_problem(name: str, _admin: AdminUser, session: SessionDep) -> Problem
 def disqualify(submission_id: Id, body: DisqualifyRequest, admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """Take the submission out of the ranking; the reason is shown to its author."""
     sub = submissions.disqualify(session, admin, submission_id, body.reason)
-    return _public(sub, full=True, with_code=False, admin=True)
+    return submission_public(sub, full=True, with_code=False, admin=True)
 
 
 @router.post("/submissions/{submission_id}/clear-review", response_model=SubmissionPublic,
@@ -153,7 +146,7 @@ def disqualify(submission_id: Id, body: DisqualifyRequest, admin: AdminUser, ses
 def clear_review(submission_id: Id, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """An admin checked a submission marked for review (a speedup beyond its problem's bound) and
     found it sound: the mark leaves the leaderboard."""
-    return _public(submissions.clear_review(session, submission_id), full=True, with_code=False, admin=True)
+    return submission_public(submissions.clear_review(session, submission_id), full=True, with_code=False, admin=True)
 
 
 @router.post("/submissions/{submission_id}/reinstate", response_model=SubmissionPublic,
@@ -161,7 +154,7 @@ def clear_review(submission_id: Id, _admin: AdminUser, session: SessionDep) -> S
              responses={**_ADMIN, 404: {"description": "No such submission"}})
 def reinstate(submission_id: Id, _admin: AdminUser, session: SessionDep) -> SubmissionPublic:
     """Ranked again when its runs earn it."""
-    return _public(submissions.reinstate(session, submission_id), full=True, with_code=False, admin=True)
+    return submission_public(submissions.reinstate(session, submission_id), full=True, with_code=False, admin=True)
 
 
 @router.post("/submissions/{submission_id}/requeue", response_model=SubmissionPublic,
@@ -174,4 +167,4 @@ def requeue(submission_id: Id, _admin: AdminUser, session: SessionDep, dispatch:
             ) -> SubmissionPublic:
     """Judge the submission again as a new attempt (older runs stay as history, never counted)."""
     sub = submissions.requeue(session, submission_id, dispatch, force=force)
-    return _public(sub, full=True, with_code=False, admin=True)
+    return submission_public(sub, full=True, with_code=False, admin=True)

@@ -8,10 +8,11 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from kernelrank.api.deps import Viewer, SessionDep
-from kernelrank.api.schemas import LeaderboardPublic, LeaderboardRowPublic
-from kernelrank.queue import device_class
+from kernelrank.api.presenters import leaderboard_public
+from kernelrank.api.schemas import LeaderboardPublic
 from kernelrank.services import Invalid, leaderboard
 from kernelrank.services.problems import sees_hidden
+from kernelrank.vocab import device_class
 
 router = APIRouter(prefix="/api/v1/leaderboards", tags=["leaderboards"])
 
@@ -34,15 +35,4 @@ def get_leaderboard(
     except ValueError as e:
         raise Invalid(str(e)) from None
     rev, rows = leaderboard.leaderboard(session, problem, device, revision=revision, include_hidden=sees_hidden(viewer))
-    return LeaderboardPublic(
-        problem=problem, device=device, revision=rev,
-        rows=[LeaderboardRowPublic(rank=r.rank, user=r.user, submission_id=r.submission_id, score_ns=r.score_ns,
-                                   score_ci_ns=_interval(r.score_low_ns, r.score_high_ns), tied=r.tied,
-                                   speedup=r.speedup, language=r.language, submitted_at=r.submitted_at,
-                                   needs_review=r.needs_review, tflops=r.tflops, gbps=r.gbps)
-              for r in rows],
-    )
-
-
-def _interval(low: float | None, high: float | None) -> list[float] | None:
-    return None if low is None or high is None else [low, high]
+    return leaderboard_public(problem, device, rev, rows)

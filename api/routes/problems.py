@@ -8,6 +8,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from kernelrank.api.deps import Viewer, SessionDep
+from kernelrank.api.presenters import problem_public, problem_summary, revision_public
 from kernelrank.api.schemas import ProblemPublic, ProblemSummary, RevisionPublic
 from kernelrank.services import problems
 
@@ -20,13 +21,7 @@ RevisionQuery = Annotated[str | None, Query(
 @router.get("", response_model=list[ProblemSummary], summary="List problems")
 def list_problems(session: SessionDep, viewer: Viewer) -> list[ProblemSummary]:
     """Every problem's current revision, by name (hidden ones for admins only)."""
-    out = []
-    for rev in problems.list_current(session, include_hidden=problems.sees_hidden(viewer)):
-        d = problems.definition(rev)
-        out.append(ProblemSummary(name=d.name, title=d.title, revision=rev.revision, tests=len(d.tests),
-                                  benchmarks={dev: len(cases) for dev, cases in d.benchmarks.items()},
-                                  state=problems.state_of(rev.problem), deadline=rev.problem.deadline))
-    return out
+    return [problem_summary(rev) for rev in problems.list_current(session, include_hidden=problems.sees_hidden(viewer))]
 
 
 @router.get("/{name}", response_model=ProblemPublic, summary="One problem",
@@ -36,14 +31,7 @@ def get_problem(name: str, session: SessionDep, viewer: Viewer, revision: Revisi
     """A revision of a problem (the current one by default): description, data contract, cases,
     budgets and templates."""
     rev = problems.get_revision(session, name, revision, include_hidden=problems.sees_hidden(viewer))
-    d = problems.definition(rev)
-    return ProblemPublic(
-        name=d.name, title=d.title, revision=rev.revision, is_current=rev.is_current,
-        state=problems.state_of(rev.problem), deadline=rev.problem.deadline, description=d.description,
-        contract=d.contract, tolerances=d.tolerances, tests=[c.params for c in d.tests],
-        benchmarks={dev: [c.params for c in cases] for dev, cases in d.benchmarks.items()},
-        budgets=d.budgets, timing=d.timing, ranking=d.ranking, templates=dict(rev.templates or {}),
-    )
+    return problem_public(rev)
 
 
 @router.get("/{name}/revisions", response_model=list[RevisionPublic], summary="A problem's revisions",
@@ -52,5 +40,4 @@ def list_revisions(name: str, session: SessionDep, viewer: Viewer) -> list[Revis
     """Every revision of a problem, oldest first; each keeps its own leaderboard
     (``GET /api/v1/leaderboards/{problem}/{device}?revision=...``)."""
     revs = problems.list_revisions(session, name, include_hidden=problems.sees_hidden(viewer))
-    return [RevisionPublic(number=i + 1, revision=r.revision, is_current=r.is_current, created_at=r.created_at)
-            for i, r in enumerate(revs)]
+    return [revision_public(i + 1, r) for i, r in enumerate(revs)]

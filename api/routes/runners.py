@@ -6,7 +6,8 @@ from fastapi import APIRouter
 from sqlalchemy import select
 
 from kernelrank.api.deps import SessionDep, SettingsDep
-from kernelrank.api.schemas import RunnerPublic, RunnersPublic
+from kernelrank.api.presenters import runner_public
+from kernelrank.api.schemas import RunnersPublic
 from kernelrank.db.models import Runner
 from kernelrank.services import runners, submissions
 
@@ -21,12 +22,9 @@ def list_runners(session: SessionDep, settings: SettingsDep) -> RunnersPublic:
     served now or has work waiting."""
     online = {r.name for r in runners.online(session, settings.runner_online_seconds)}
     rows = session.scalars(select(Runner).order_by(Runner.device, Runner.name))
-    queues = {device: 0 for device in runners.served_devices(session, settings.runner_online_seconds)}
+    queues = {queue: 0 for queue in runners.served_queues(session, settings.runner_online_seconds)}
     queues.update(submissions.queued_counts(session))
     return RunnersPublic(
-        runners=[RunnerPublic(name=r.name, device=r.device, info=r.info or {}, version=r.version,
-                              last_heartbeat=r.last_heartbeat, jobs_done=r.jobs_done, online=r.name in online,
-                              stopped_at=r.stopped_at)
-                 for r in rows],
+        runners=[runner_public(r, online=r.name in online) for r in rows],
         queues=dict(sorted(queues.items())),
     )

@@ -17,10 +17,10 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 
-from kernelrank.api.edge import Id, Offset, body_limit, submission_body_bytes
 from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionDep, SettingsDep
-from kernelrank.api.schemas import RunPublic, SubmissionAccepted, SubmissionCreate, SubmissionPublic
-from kernelrank.db.models import Submission
+from kernelrank.api.edge import Id, Offset, body_limit, submission_body_bytes
+from kernelrank.api.presenters import submission_public
+from kernelrank.api.schemas import SubmissionAccepted, SubmissionCreate, SubmissionPublic
 from kernelrank.services import TooLarge, limits, submissions
 from kernelrank.vocab import CPU_QUEUE, MODES, Mode, SubmissionStatus
 
@@ -143,12 +143,12 @@ def create_submission(user: CurrentUser, new: Annotated[NewSubmission, Depends(p
                       session: SessionDep, settings: SettingsDep, dispatch: DispatchDep,
                       response: Response) -> SubmissionAccepted:
     """Store a kernel and queue its evaluation on the device's runners; poll the returned id."""
-    from kernelrank.services.runners import served_devices
+    from kernelrank.services.runners import served_queues
 
     limits.check_submission(session, user, limits.Limits.from_settings(settings))
     sub = submissions.create_submission(
         session, user, new.problem, new.device, new.mode, new.raw, new.filename,
-        served_devices(session, settings.runner_online_seconds), settings.max_code_bytes, dispatch,
+        served_queues(session, settings.runner_online_seconds), settings.max_code_bytes, dispatch,
     )
     response.headers["Location"] = f"{router.prefix}/{sub.id}"
     log.info("submission accepted", extra={"submission_id": sub.id, "user": user.name, "problem": new.problem,
@@ -169,10 +169,10 @@ def list_submissions(
 ) -> list[SubmissionPublic]:
     """The caller's submissions, newest first, filtered by problem, device queue and verdict
     (``code`` and ``logs`` null: read one for them)."""
-    subs = submissions.list_for_user(session, user, problem=problem, device=device,
+    subs = submissions.list_for_user(session, user, problem=problem, device_queue=device,
                                      status=status_.value if status_ else None,
                                      limit=limit, offset=offset, disqualified=disqualified)
-    return [_public(sub, full=True, with_code=False) for sub in subs]
+    return [submission_public(sub, full=True, with_code=False) for sub in subs]
 
 
 @router.get("/{submission_id}", response_model=SubmissionPublic, summary="One submission",
@@ -182,7 +182,7 @@ def get_submission(submission_id: Id, viewer: OptionalUser, session: SessionDep)
     only); code, logs and error details for its owner and admins."""
     sub = submissions.get_visible_submission(session, submission_id, viewer)
     full = submissions.can_see_code(viewer, sub)
-    return _public(sub, full=full, with_code=full, admin=bool(viewer and viewer.is_admin))
+    return submission_public(sub, full=full, with_code=full, admin=bool(viewer and viewer.is_admin))
 
 
 @router.post("/{submission_id}/cancel", response_model=SubmissionPublic, summary="Cancel a queued submission",
@@ -194,47 +194,4 @@ def cancel_submission(submission_id: Id, user: CurrentUser, session: SessionDep)
     judged and does not count against your limits."""
     sub = submissions.cancel_submission(session, user, submission_id)
     log.info("submission cancelled", extra={"submission_id": sub.id, "user": user.name})
-    return _public(sub, full=True, with_code=True)
-
-
-def _first_line(text: Any, limit: int = 300) -> str:
-    return str(text or "").strip().split("\n", 1)[0][:limit]
-
-
-def _public_result(result: dict[str, Any], full: bool) -> dict[str, Any]:
-    """A run's result as shown: whole for the owner; for others without logs or profile, and
-    with messages cut to their first line (tracebacks and compiler output quote the code)."""
-    out = {k: v for k, v in (result or {}).items() if k != "logs"}
-    if full:
-        return out
-    out.pop("profile", None)
-    out["message"] = _first_line(out.get("message"))
-    out["cases"] = [{**c, "message": _first_line(c.get("message"))} if isinstance(c, dict) else c
-                    for c in out.get("cases") or []]
-    return out
-
-
-def _public(sub: Submission, full: bool, with_code: bool, admin: bool = False) -> SubmissionPublic:
-    """The submission as ``SubmissionPublic``; ``full`` (owner or admin) adds messages' details
-    and the disqualification reason, ``with_code`` the code and logs, ``admin`` the kernelguard
-    signal. Runs: those of the measurements that count (the current attempt's, and the earlier
-    ones it was measured again after)."""
-    rev = sub.problem_revision
-    runs = sub.counted_runs
-    logs = "".join(f"=== {run.kind} run (attempt {run.attempt}) ===\n{run.logs}\n" for run in runs if run.logs) if with_code else None
-    return SubmissionPublic(
-        id=sub.id, user=sub.user.name, problem=rev.problem.name, revision=rev.revision, device=sub.device,
-        mode=sub.mode, language=sub.language, status=sub.status,
-        message=sub.message if full else _first_line(sub.message),
-        score_ns=sub.score_ns, speedup=sub.speedup, ranked=sub.ranked, created_at=sub.created_at,
-        score_ci_ns=None if sub.score_low_ns is None or sub.score_high_ns is None else [sub.score_low_ns, sub.score_high_ns],
-        speedup_ci=None if sub.speedup_low is None or sub.speedup_high is None else [sub.speedup_low, sub.speedup_high],
-        started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
-        attempt=sub.attempt, measurements=sub.measurements, disqualified=sub.disqualified_at is not None,
-        disqualified_reason=sub.disqualified_reason if full else None,
-        needs_review=sub.needs_review, review_reason=sub.review_reason, guard=sub.guard if admin else None,
-        runs=[RunPublic(kind=r.kind, attempt=r.attempt, status=r.status, score_ns=r.score_ns,
-                        result=_public_result(r.result, full))
-              for r in runs],
-        code=sub.code if with_code else None, logs=logs,
-    )
+    return submission_public(sub, full=True, with_code=True)

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from fastapi import APIRouter, HTTPException, Response, status
 
-from kernelrank.api.edge import Id
 from kernelrank.api.deps import AdminUser, CurrentUser, SessionDep
+from kernelrank.api.edge import Id
+from kernelrank.api.presenters import me_public, token_public
 from kernelrank.api.schemas import (
     Me,
     PasswordChange,
@@ -18,7 +19,6 @@ from kernelrank.api.schemas import (
     UserCreate,
     UserCreated,
 )
-from kernelrank.db.models import ApiToken
 from kernelrank.services import users
 
 router = APIRouter(prefix="/api/v1", tags=["users"])
@@ -26,15 +26,9 @@ router = APIRouter(prefix="/api/v1", tags=["users"])
 _NO_TOKEN = {401: {"description": "No valid token"}}
 
 
-def _token_public(token: ApiToken) -> TokenPublic:
-    return TokenPublic(id=token.id, name=token.name, prefix=token.prefix, created_at=token.created_at,
-                       revoked_at=token.revoked_at, expires_at=token.expires_at, last_used_at=token.last_used_at,
-                       state=users.token_state(token))
-
-
 @router.get("/me", response_model=Me, summary="The caller", responses=_NO_TOKEN)
 def me(user: CurrentUser) -> Me:
-    return Me(name=user.name, is_admin=user.is_admin, has_password=user.password_hash is not None)
+    return me_public(user)
 
 
 @router.post("/users", response_model=UserCreated, status_code=status.HTTP_201_CREATED, summary="Create a user",
@@ -49,7 +43,7 @@ def create_user(body: UserCreate, _admin: AdminUser, session: SessionDep) -> Use
 @router.get("/users/me/tokens", response_model=list[TokenPublic], summary="My API tokens", responses=_NO_TOKEN)
 def list_tokens(user: CurrentUser, session: SessionDep) -> list[TokenPublic]:
     """The caller's API tokens, newest first, revoked ones included (never the tokens themselves)."""
-    return [_token_public(t) for t in users.list_tokens(session, user)]
+    return [token_public(t) for t in users.list_tokens(session, user)]
 
 
 @router.post("/users/me/tokens", response_model=TokenCreated, status_code=status.HTTP_201_CREATED,
@@ -59,7 +53,7 @@ def create_token(body: TokenCreate, user: CurrentUser, session: SessionDep) -> T
     """A new named API token for the caller, shown in this answer only; with ``expires_at``, it is
     refused (401) from then on."""
     token, raw = users.create_token(session, user, body.name, expires_at=body.expires_at)
-    return TokenCreated(**_token_public(token).model_dump(), token=raw)
+    return TokenCreated(**token_public(token).model_dump(), token=raw)
 
 
 @router.delete("/users/me/tokens/{token_id}", status_code=status.HTTP_204_NO_CONTENT, summary="Revoke an API token",
@@ -99,4 +93,4 @@ def password_sign_in(body: PasswordLogin, session: SessionDep) -> TokenCreated:
     if user is None:
         raise HTTPException(status.HTTP_401_UNAUTHORIZED, "wrong user name or password")
     token, raw = users.create_token(session, user, body.token_name)
-    return TokenCreated(**_token_public(token).model_dump(), token=raw)
+    return TokenCreated(**token_public(token).model_dump(), token=raw)

@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from kernelrank.runner.results import EvalResult
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-FINAL = vocab.FINAL_STATUSES
 #: Seconds for one HTTP request (connect, read, write).
 REQUEST_TIMEOUT_S = 30.0
 #: Consecutive failed polls (server unreachable) tolerated while waiting for a verdict.
@@ -266,8 +265,10 @@ def submit_command(
     """Send FILE to the server to be judged on PROBLEM, wait for the verdict and show it."""
     from kernelrank.cli.render import make_console
 
-    if mode not in vocab.MODES:
-        raise fail(ClientError(f"unknown mode {mode!r}; one of {', '.join(vocab.MODES)}", 2))
+    try:
+        vocab.parse_mode(mode)
+    except ValueError as e:
+        raise fail(ClientError(str(e), 2)) from None
     if not vocab.is_device_queue(device):
         hint = " (the service names the GPU model: cuda-<model>, e.g. cuda-h100)" if device == vocab.LOCAL_CUDA else ""
         raise fail(ClientError(f"--device {device!r} is not a device queue: cpu or cuda-<model>{hint}", 2))
@@ -322,7 +323,7 @@ def show_verdict(sub: dict[str, Any], timeout_s: float, as_json: bool, err: Any,
         typer.echo(json.dumps(sub, allow_nan=False, default=str))
     else:
         make_console().print(submission_view(sub))
-    if sub.get("status") not in FINAL:
+    if sub.get("status") not in vocab.FINAL_STATUSES:
         err.print(f"[yellow]gave up after {timeout_s:g} s:[/] submission #{sub.get('id')} is still "
                   f"{sub.get('status')}; it goes on ({again})")
     raise typer.Exit(0 if sub.get("status") == vocab.Verdict.passed else 1)
@@ -351,7 +352,7 @@ def wait_for(api: ApiClient, sub_id: int, timeout_s: float, progress: Progress |
         else:
             if progress is not None:
                 progress.update(sub, waited)
-            if sub.get("status") in FINAL:
+            if sub.get("status") in vocab.FINAL_STATUSES:
                 return sub
         if waited >= timeout_s:
             return sub

@@ -25,7 +25,7 @@ problems_app = typer.Typer(help="List and inspect problems (on the server; --loc
                                 "from GPU MODE and KernelBench; push, open, close and hide them on a server (admins).",
                            no_args_is_help=True)
 app.add_typer(problems_app, name="problems")
-from kernelrank.cli.import_cmd import import_app as _import_app  # noqa: E402 - issue 17: imports nothing heavy
+from kernelrank.cli.import_cmd import import_app as _import_app  # noqa: E402 - imports nothing heavy
 
 problems_app.add_typer(_import_app, name="import")
 
@@ -71,12 +71,13 @@ def local_device(device: str, detected: str, gpu_queue: str | None) -> str:
     """
     if device == vocab.AUTO:
         return detected
-    if device == vocab.LOCAL_CUDA or (vocab.is_device_queue(device) and vocab.device_class(device) == "cuda"):
-        if detected != vocab.DeviceClass.cuda:
+    cuda = vocab.DeviceClass.cuda
+    if device == vocab.LOCAL_CUDA or (vocab.is_device_queue(device) and vocab.device_class(device) == cuda):
+        if detected != cuda:
             raise ValueError(f"--device {device}: torch sees no CUDA device on this machine (use --device cpu)")
         if device != vocab.LOCAL_CUDA and device != gpu_queue:
             raise ValueError(f"--device {device}: this machine's GPU is {gpu_queue} (or use --device cuda)")
-        return vocab.DeviceClass.cuda.value
+        return cuda.value
     if device == vocab.CPU_QUEUE:
         return vocab.DeviceClass.cpu.value
     raise ValueError(f"unknown device {device!r}: cpu, cuda (this machine's GPU), cuda-<model> or auto")
@@ -109,17 +110,19 @@ def eval_command(
     from kernelrank.cli.render import make_console, result_view
     from kernelrank.runner.host.devices import detect_device
     from kernelrank.runner.judge.harness import EvalOptions, evaluate
-    from kernelrank.runner.results import EvalResult, Status
+    from kernelrank.runner.results import EvalResult
     from kernelrank.settings import get_settings
 
     dev = device
     try:
-        if mode not in vocab.MODES:
-            raise _EvalRefused(f"unknown mode {mode!r}; one of {', '.join(vocab.MODES)}", 2)
+        try:
+            vocab.parse_mode(mode)
+        except ValueError as e:
+            raise _EvalRefused(str(e), 2) from None
         try:
             detected = detect_device() if device != vocab.CPU_QUEUE else vocab.DeviceClass.cpu.value
-            dev = local_device(device, detected, _gpu_queue() if detected == "cuda" and device.startswith(
-                vocab.CUDA_QUEUE_PREFIX) else None)
+            on_gpu_queue = detected == vocab.DeviceClass.cuda and device.startswith(vocab.CUDA_QUEUE_PREFIX)
+            dev = local_device(device, detected, _gpu_queue() if on_gpu_queue else None)
         except ValueError as e:
             raise _EvalRefused(str(e), 2) from None
         if problem not in list_problem_names():
@@ -135,7 +138,7 @@ def eval_command(
             raise _EvalRefused(f"problem {problem!r} is broken: {e}", 1) from None
     except _EvalRefused as e:
         if as_json:
-            refused = EvalResult(Status.error, mode, problem, "", dev, message=e.message)
+            refused = EvalResult(vocab.Verdict.error, mode, problem, "", dev, message=e.message)
             typer.echo(json.dumps(refused.to_dict(), allow_nan=False, default=str))
         raise (_usage_error(e.message) if e.exit_code == 2 else _broken(e.message)) from None
     settings = get_settings()
@@ -162,10 +165,10 @@ def eval_command(
     except Exception as e:  # noqa: BLE001 - the reference or the judge failed: a verdict, never a traceback
         message = (f"problem {problem!r} is broken: {e}" if isinstance(e, ProblemError)
                    else f"the judge could not evaluate this submission: {type(e).__name__}: {e}")
-        result = EvalResult(Status.error, mode, problem, spec.revision, dev, message=message)
+        result = EvalResult(vocab.Verdict.error, mode, problem, spec.revision, dev, message=message)
         if not as_json:
             raise _broken(message) from None
-    if roofline and any(c.kind == "benchmark" and c.timing for c in result.cases):
+    if roofline and any(c.kind == vocab.CaseKind.benchmark and c.timing for c in result.cases):
         result = _with_roofline(result, spec, dev, threads or settings.cpu_threads, err)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), allow_nan=False, default=str))
@@ -206,12 +209,12 @@ __all__ = ["app", "list_problem_names"]
 from kernelrank.cli import admin_cmd as _admin_cmd, client as _client, users_cmd as _users_cmd  # noqa: E402
 
 _client.register(app)
-from kernelrank.cli import browse as _browse  # noqa: E402 - issue 17: submissions, problems list|show (server or --local)
+from kernelrank.cli import browse as _browse  # noqa: E402 - submissions, problems list|show (server or --local)
 
 _browse.register(app, problems_app)
 _admin_cmd.register(app, problems_app)
 app.add_typer(_users_cmd.users_app, name="users")
-from kernelrank.cli import export_cmd as _export_cmd  # noqa: E402 - issue 17: imports nothing heavy
+from kernelrank.cli import export_cmd as _export_cmd  # noqa: E402 - imports nothing heavy
 
 _export_cmd.register(app, problems_app)
 

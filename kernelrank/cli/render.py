@@ -14,17 +14,17 @@ from rich.text import Text
 
 from kernelrank.cli.tables import Column, FitTable
 from kernelrank.format import MISSING, byte_rate, duration, error_figure, flop_rate, share, speedup
-from kernelrank.problems import DEVICE_CLASSES, Problem
-from kernelrank.runner.results import CaseResult, EvalResult, Status
-from kernelrank.vocab import MODES
+from kernelrank.problems import Problem
+from kernelrank.runner.results import CaseResult, EvalResult
+from kernelrank.vocab import DEVICE_CLASSES, MODES, CaseKind, Verdict
 
 _STATUS_STYLE = {
-    Status.passed: "bold green",
-    Status.failed: "bold red",
-    Status.error: "bold red",
-    Status.timeout: "bold yellow",
-    Status.compile_error: "bold magenta",
-    Status.rejected: "bold red",
+    Verdict.passed: "bold green",
+    Verdict.failed: "bold red",
+    Verdict.error: "bold red",
+    Verdict.timeout: "bold yellow",
+    Verdict.compile_error: "bold magenta",
+    Verdict.rejected: "bold red",
 }
 
 
@@ -107,7 +107,7 @@ def _tests_table(r: EvalResult) -> FitTable:
                       Column("max abs err", figure=True), Column("max rel err", figure=True),
                       Column("mismatches", figure=True)], title=f"{r.problem} · test cases · {r.device}")
     for c in r.cases:
-        if c.kind != "test":
+        if c.kind != CaseKind.test:
             continue
         table.add_row(str(c.index), escape(_case_text(c)), _ok(c), error_figure(c.max_abs_error),
                       error_figure(c.max_rel_error), str(c.mismatches))
@@ -127,7 +127,7 @@ def _bench_table(r: EvalResult) -> FitTable:
     columns += [Column("ref mean", figure=True), Column("speedup (95%)", figure=True), Column("in calls", figure=True)]
     table = FitTable(columns, title=f"{r.problem} · {r.mode} · {r.device}")
     for c in r.cases:
-        if c.kind != "benchmark":
+        if c.kind != CaseKind.benchmark:
             continue
         t = c.timing or {}
         ci = c.speedup_ci
@@ -172,9 +172,9 @@ def _ok(c: CaseResult) -> str:
 def result_view(r: EvalResult) -> Group:
     """The result tables, the verdict and, when present, the profile table and logs."""
     parts: list[Any] = []
-    if any(c.kind == "test" for c in r.cases):
+    if any(c.kind == CaseKind.test for c in r.cases):
         parts.append(_tests_table(r))
-    if any(c.kind == "benchmark" for c in r.cases):
+    if any(c.kind == CaseKind.benchmark for c in r.cases):
         parts.append(_bench_table(r))
     style = _STATUS_STYLE[r.status]
     parts.append(Text.assemble(("verdict: ", "bold"), (r.status.value, style), f"  ({r.problem}, {r.mode}, "

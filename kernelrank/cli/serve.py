@@ -152,6 +152,14 @@ def prepare(data_dir: Path) -> str | None:
     return token
 
 
+def login_host(host: str) -> str:
+    """The address a client on this machine reaches the API at: ``127.0.0.1`` when the API listens
+    on every address (``0.0.0.0``, ``::``, empty), else ``host`` (an IPv6 address in brackets)."""
+    if host in ("", "0.0.0.0", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
 def children(host: str, port: int, logs: Path) -> list[Child]:
     """The processes of the service: API, control worker, CPU runner."""
     py = sys.executable
@@ -242,9 +250,13 @@ def serve(
     except Exception as e:  # noqa: BLE001 - any setup failure ends serve with a message
         say(f"serve: cannot prepare {data_dir}: {type(e).__name__}: {e}")
         raise typer.Exit(1) from None
+    url = f"http://{login_host(host)}:{port}"
     if token is not None:
         say("serve: created the user 'admin'. Its API token is shown once, below; keep it secret:")
         typer.echo(token)
+        say(f"serve: to use it from the CLI, paste:\n    kernelrank login --server {url} --token {token}")
+    else:
+        say(f"serve: to log in from the CLI: kernelrank login --server {url} (it asks for your API token)")
     if init_only:
         say(f"serve: {data_dir} is ready (database migrated, problems loaded)")
         return

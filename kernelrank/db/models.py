@@ -192,7 +192,7 @@ class Submission(Base):
     #: The first attempt whose runs count: a requeue moves it to the new attempt (judged afresh); a
     #: measurement made again by the service (its runs too noisy or disagreeing: settings'
     #: ``remeasures``) does not, and its runs are combined with the earlier ones
-    #: (``calibration.over_measurements``).
+    #: (``judgement.over_measurements``).
     measured_from: Mapped[int] = mapped_column(Integer, default=1, server_default="1")
     disqualified_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     #: Shown to the author and admins.
@@ -201,8 +201,8 @@ class Submission(Base):
     created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
     started_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
-    #: Times a runner started the job (the sweeper and redelivery bound it).
-    attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    #: Times a runner started the job (the sweeper and redelivery bound it); not ``attempt``.
+    starts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     #: When its job message was last sent to the device queue (creation or requeue).
     dispatched_at: Mapped[dt.datetime | None] = mapped_column(default=None)
 
@@ -221,7 +221,7 @@ class Submission(Base):
     def counted_runs(self) -> list["Run"]:
         """Runs of every attempt that counts (``measured_from`` on): the measurements the verdict
         and score are made of, in order."""
-        return [r for r in self.runs if r.attempt >= self.measured_from]
+        return [r for r in self.runs if self.measured_from <= r.attempt <= self.attempt]
 
     @property
     def measurements(self) -> int:

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, selectinload
 from kernelrank.db.models import Problem, ProblemRevision, Submission
 from kernelrank.services import Invalid
 from kernelrank.services.problems import get_problem
+from kernelrank.vocab import RunKind
 
 Format = Literal["jsonl", "parquet"]
 FORMATS: tuple[Format, ...] = ("jsonl", "parquet")
@@ -37,7 +38,7 @@ def set_code_open(session: Session, name: str, code_open: bool = True) -> Proble
     return problem
 
 
-def ranked_rows(session: Session, name: str, device: str | None = None) -> list[dict[str, Any]]:
+def ranked_rows(session: Session, name: str, device_queue: str | None = None) -> list[dict[str, Any]]:
     """The ranked submissions of problem ``name`` (hidden ones too: exports are for admins), by
     revision, device, then score; ``place`` is the 1-based position on its board (revision x
     device) among all its ranked submissions. ``results`` is the public run's result of the
@@ -52,14 +53,14 @@ def ranked_rows(session: Session, name: str, device: str | None = None) -> list[
          .options(selectinload(Submission.runs), selectinload(Submission.user),
                   selectinload(Submission.problem_revision))
          .order_by(ProblemRevision.id, Submission.device, Submission.score_ns, Submission.created_at, Submission.id))
-    if device is not None:
-        q = q.where(Submission.device == device)
+    if device_queue is not None:
+        q = q.where(Submission.device == device_queue)
     rows: list[dict[str, Any]] = []
     places: dict[tuple[int, str], int] = {}
     for sub in session.scalars(q):
         board = (sub.problem_revision_id, sub.device)
         places[board] = places.get(board, 0) + 1
-        public = next((r for r in sub.current_runs if r.kind == "public"), None)
+        public = next((r for r in sub.current_runs if r.kind == RunKind.public), None)
         rows.append({
             "problem": problem.name, "revision": sub.problem_revision.revision,
             "current_revision": bool(sub.problem_revision.is_current), "device": sub.device, "place": places[board],

@@ -2,11 +2,11 @@
 advisory signal: each submission's code is scanned once, when its verdict is recorded, and the
 result is stored with it (``Submission.guard``) for admins, shown beside the speedup review mark.
 It never rejects, ranks or un-ranks anything: a rule-based scan flags some honest kernels (it
-marks one correct GEMM of this project's examples as ``low_confidence``) and misses most attacks
+marks one correct GEMM of the bundled examples as ``low_confidence``) and misses most attacks
 that the harness catches at run time.
 
-Measured on this project's machines: about 80 ms for an 8 KB Triton kernel, 2.6 s for a
-256 KB file (the largest accepted), which is why the scan runs in the control worker, not in the
+About 80 ms for an 8 KB Triton kernel, 2.6 s for a 256 KB file (the largest accepted), which
+is why the scan runs in the control worker, not in the
 request that takes the submission.
 """
 

@@ -1,15 +1,16 @@
 """Jobs that must end: the runner's go-ahead before each start, and the sweeper's rules for jobs
 whose runner vanished or whose message was lost.
 
-A job may be *started* at most ``max_attempts`` times (``Submission.attempts`` counts the starts).
-A runner asks :func:`start_attempt` before it runs a job (``JOB_STARTED``): a job already
-finished, or running on another runner that is still alive, is dropped unrun; a job that has used
-its attempts (its runners died every time) ends as ``error`` with the reason, and is dropped.
+A job may be *started* at most ``max_starts`` times (``Submission.starts`` counts them; not
+``Submission.attempt``, which judgement it is). A runner asks :func:`start_job` before it runs a
+job (``JOB_STARTED``): a job already finished, or running on another runner that is still alive,
+is dropped unrun; a job that has used its starts (its runners died every time) ends as ``error``
+with the reason, and is dropped.
 
 :func:`sweep` (run periodically by :mod:`kernelrank.sweeper`) finds ``running`` jobs whose runner
 sent no heartbeat for ``runner_lost_s`` (or that outlived their time limit by as much) and
 ``queued`` ones older than ``queued_lost_s`` whose message is in no queue, and puts them back in
-their queue, or, once a job has used its attempts, ends it as ``error``. Every function only
+their queue, or, once a job has used its starts, ends it as ``error``. Every function only
 changes rows; the caller commits, then sends the returned jobs (a job committed as queued whose
 message could not be sent is found again by the next sweep).
 """
@@ -26,8 +27,8 @@ from sqlalchemy.orm import Session
 from kernelrank.db.models import Runner, Submission, utcnow
 from kernelrank.queue import job_time_limit
 from kernelrank.services.problems import definition
-from kernelrank.services.submissions import FINAL, current_job
-from kernelrank.vocab import SubmissionStatus, Verdict
+from kernelrank.services.submissions import current_job
+from kernelrank.vocab import FINAL_STATUSES, SubmissionStatus, Verdict
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ class SweepReport:
     failed: list[int] = field(default_factory=list)
 
 
-def died_message(attempts: int) -> str:
-    """The verdict message of a job that used its attempts."""
-    times = "once" if attempts == 1 else f"{attempts} times"
+def died_message(starts: int) -> str:
+    """The verdict message of a job that used its starts."""
+    times = "once" if starts == 1 else f"{starts} times"
     return f"the runner died {times} running this job (no result, no heartbeat); not retried"
 
 
@@ -74,18 +75,18 @@ def runner_alive(session: Session, name: str | None, within_s: float, now: dt.da
     return last is not None and _aware(last) >= since
 
 
-def start_attempt(session: Session, submission_id: int, runner: str, max_attempts: int,
-                  runner_lost_s: float, attempt: int | None = None) -> StartDecision:
+def start_job(session: Session, submission_id: int, runner: str, max_starts: int,
+              runner_lost_s: float, attempt: int | None = None) -> StartDecision:
     """A runner is about to start the job of ``submission_id``: may it?
 
-    Yes (``attempts`` + 1, status ``running`` on ``runner``) unless the submission is unknown or
+    Yes (``starts`` + 1, status ``running`` on ``runner``) unless the submission is unknown or
     finished, runs on another runner heard from within ``runner_lost_s`` seconds, or was already
-    started ``max_attempts`` times, in which case it ends now as ``error`` with the reason.
+    started ``max_starts`` times, in which case it ends now as ``error`` with the reason.
     """
     sub = session.get(Submission, submission_id, with_for_update=True)
     if sub is None:
         return StartDecision(False, f"no submission {submission_id}")
-    if sub.status in FINAL:
+    if sub.status in FINAL_STATUSES:
         return StartDecision(False, f"submission {submission_id} is already finished ({sub.status})")
     if attempt is not None and int(attempt) != sub.attempt:
         return StartDecision(False, f"the job is for attempt {attempt} of submission {submission_id}, "
@@ -93,17 +94,17 @@ def start_attempt(session: Session, submission_id: int, runner: str, max_attempt
     if (sub.status == SubmissionStatus.running and sub.runner and sub.runner != runner
             and runner_alive(session, sub.runner, runner_lost_s)):
         return StartDecision(False, f"submission {submission_id} is running on {sub.runner}")
-    if sub.attempts >= max_attempts:
-        _fail(sub, died_message(sub.attempts))
+    if sub.starts >= max_starts:
+        _fail(sub, died_message(sub.starts))
         return StartDecision(False, sub.message)
-    sub.attempts += 1
+    sub.starts += 1
     sub.status = SubmissionStatus.running.value
     sub.runner = runner[:255]
     sub.started_at = utcnow()
     return StartDecision(True)
 
 
-def sweep(session: Session, *, max_attempts: int, runner_lost_s: float, queued_lost_s: float,
+def sweep(session: Session, *, max_starts: int, runner_lost_s: float, queued_lost_s: float,
           pending: Callable[[str], set[int] | None], now: dt.datetime | None = None) -> SweepReport:
     """Requeue or end the jobs that would otherwise never finish (see the module's docstring).
 
@@ -124,9 +125,9 @@ def sweep(session: Session, *, max_attempts: int, runner_lost_s: float, queued_l
         overtime = started + dt.timedelta(seconds=_time_limit(sub)) < lost_before
         if not (vanished or overtime):
             continue
-        if sub.attempts >= max_attempts:
-            _fail(sub, died_message(sub.attempts) if vanished else
-                  f"the job outlived its time limit {sub.attempts} times on its runners; not retried")
+        if sub.starts >= max_starts:
+            _fail(sub, died_message(sub.starts) if vanished else
+                  f"the job outlived its time limit {sub.starts} times on its runners; not retried")
             report.failed.append(sub.id)
         else:
             report.requeued.append(_requeue(sub, now))

@@ -48,10 +48,10 @@ class LeaderboardRow:
     tied: bool = False
 
 
-def ranking_query(revision_ids: Sequence[int], device: str | None = None, limit: int = 100) -> Select:
+def ranking_query(revision_ids: Sequence[int], device_queue: str | None = None, limit: int = 100) -> Select:
     """The ranking query of boards (problem revision × device): each user's best ranked submission
     (lowest ``score_ns``, then earliest, then lowest id), placed per board, the first ``limit``
-    places of every board. All devices of the revisions when ``device`` is ``None``.
+    places of every board. All devices of the revisions when ``device_queue`` is ``None``.
 
     Rows, ordered by revision, device, place: ``id, user_id, problem_revision_id, device,
     score_ns, created_at, place`` (1-based), ``entrants`` (users ranked on that board),
@@ -66,7 +66,8 @@ def ranking_query(revision_ids: Sequence[int], device: str | None = None, limit:
     in_revisions = (Submission.problem_revision_id == revision_ids[0] if len(revision_ids) == 1
                     else Submission.problem_revision_id.in_(revision_ids))
     # ``ranked`` alone (not ``ranked IS TRUE``): the partial index's predicate
-    where = [in_revisions, Submission.ranked] + ([Submission.device == device] if device is not None else [])
+    where = [in_revisions, Submission.ranked] + ([Submission.device == device_queue] if device_queue is not None
+                                                 else [])
     per_user = (
         select(Submission.id, Submission.user_id, *board, Submission.score_ns, Submission.created_at,
                func.row_number().over(partition_by=(*board, Submission.user_id),
@@ -124,7 +125,7 @@ def boards(session: Session, revision_id: int, limit: int = 100) -> dict[str, li
     out: dict[str, list[LeaderboardRow]] = {}
     for r in session.execute(ranking_query([revision_id], None, limit)):
         out.setdefault(r.device, []).append(_row(r))
-    return {device: mark_ties(rows) for device, rows in out.items()}
+    return {device_queue: mark_ties(rows) for device_queue, rows in out.items()}
 
 
 def leaders(session: Session, revision_ids: Sequence[int]) -> dict[tuple[int, str], LeaderboardRow]:
@@ -136,9 +137,9 @@ def leaders(session: Session, revision_ids: Sequence[int]) -> dict[tuple[int, st
             for r in session.execute(ranking_query(revision_ids, None, 1))}
 
 
-def leaderboard(session: Session, problem: str, device: str, limit: int = 100, revision: str | None = None,
+def leaderboard(session: Session, problem: str, device_queue: str, limit: int = 100, revision: str | None = None,
                 include_hidden: bool = False) -> tuple[str, list[LeaderboardRow]]:
-    """``(revision, rows)`` for ``problem`` on ``device``: the current revision's ranking, or that
+    """``(revision, rows)`` for ``problem`` on ``device_queue``: the current revision's ranking, or that
     of ``revision`` (a hash or a unique prefix of one; every revision keeps its own leaderboard).
 
     Raises:
@@ -146,5 +147,5 @@ def leaderboard(session: Session, problem: str, device: str, limit: int = 100, r
         Invalid: a malformed or ambiguous revision.
     """
     rev = get_revision(session, problem, revision, include_hidden)
-    rows = mark_ties([_row(r) for r in session.execute(ranking_query([rev.id], device, limit))])
+    rows = mark_ties([_row(r) for r in session.execute(ranking_query([rev.id], device_queue, limit))])
     return rev.revision, rows

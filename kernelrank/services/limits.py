@@ -33,8 +33,6 @@ from kernelrank.vocab import ACTIVE_STATUSES, SubmissionStatus
 
 #: Statuses that use up the hourly quota.
 COUNTED = (*ACTIVE_STATUSES, SubmissionStatus.passed.value)
-#: Statuses that use up a concurrent-job slot.
-ACTIVE = ACTIVE_STATUSES
 #: The hourly quota's rolling window.
 WINDOW = dt.timedelta(hours=1)
 #: ``Retry-After`` (s) when the concurrency limit refuses a submission.
@@ -85,7 +83,7 @@ def usage(session: Session, user_id: int, now: dt.datetime | None = None) -> Usa
         .where(Submission.user_id == user_id, Submission.created_at > since, Submission.status.in_(COUNTED))
     ).one()
     active = session.scalar(select(func.count())
-                            .where(Submission.user_id == user_id, Submission.status.in_(ACTIVE)))
+                            .where(Submission.user_id == user_id, Submission.status.in_(ACTIVE_STATUSES)))
     return Usage(int(n), oldest, int(active or 0))
 
 

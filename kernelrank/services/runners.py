@@ -11,16 +11,16 @@ from sqlalchemy.orm import Session
 from kernelrank.db.models import Runner, utcnow
 
 
-def heartbeat(session: Session, name: str, device: str, info: dict[str, Any], version: str, jobs_done: int = 0,
+def heartbeat(session: Session, name: str, device_queue: str, info: dict[str, Any], version: str, jobs_done: int = 0,
               online: bool = True) -> None:
-    """Record that runner ``name`` serving queue ``device`` is alive, or (``online`` false: its
+    """Record that runner ``name`` serving queue ``device_queue`` is alive, or (``online`` false: its
     last message, sent when it shuts down) that it stopped: offline from now on. A stop message
     without device information keeps the last one."""
     row = session.scalar(select(Runner).where(Runner.name == name))
     if row is None:
-        row = Runner(name=name[:255], device=device)
+        row = Runner(name=name[:255], device=device_queue)
         session.add(row)
-    row.device, row.version, row.jobs_done = device, version[:32], jobs_done
+    row.device, row.version, row.jobs_done = device_queue, version[:32], jobs_done
     if info or online:
         row.info = info
     row.last_heartbeat = utcnow()
@@ -45,6 +45,6 @@ def ceilings_of(session: Session, name: str | None) -> dict[str, Any] | None:
     return ceilings if isinstance(ceilings, dict) else None
 
 
-def served_devices(session: Session, within_s: float) -> set[str]:
+def served_queues(session: Session, within_s: float) -> set[str]:
     """Device queues with at least one online runner."""
     return {r.device for r in online(session, within_s)}

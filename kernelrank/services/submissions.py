@@ -13,7 +13,7 @@ calibration (:mod:`kernelrank.services.calibration`), with its 95% interval. Run
 differ too much to rank (:func:`~kernelrank.runner.stats.runs_disagree`: the machine's speed
 changed between them), or a run too noisy to rank, are measured again by themselves: a new
 attempt of both runs (``queued`` again, its message says why), all of its runs then combined
-(:func:`calibration.over_measurements`), up to ``settings.remeasures`` times; after that it stays
+(:func:`kernelrank.judgement.judge`), up to ``settings.remeasures`` times; after that it stays
 passed and unranked until an admin requeues it. A ``queued`` submission can be ``cancelled`` by its owner
 or an admin (:func:`cancel_submission`); a runner's later reports about it are dropped. Starts are counted and bounded, and jobs of
 vanished runners requeued, by :mod:`kernelrank.services.jobs`.
@@ -39,16 +39,16 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from kernelrank import judgement
 from kernelrank.db.models import Run, Submission, User, utcnow
-from kernelrank.queue import device_class, job_time_limit
+from kernelrank.judgement import RunRecord
+from kernelrank.queue import job_time_limit
 from kernelrank.runner.stats import Interval
 from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, calibration
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
-from kernelrank.vocab import (FINAL_STATUSES, MODES, RUN_KINDS, VERDICTS, Mode, RunKind, SubmissionStatus, Verdict,
-                              run_kinds)
+from kernelrank.vocab import (FINAL_STATUSES, RUN_KINDS, VERDICTS, CaseKind, Mode, RunKind, SubmissionStatus, Verdict,
+                              device_class, parse_mode, run_kinds)
 
-#: Statuses after which nothing changes a submission: the runner's verdicts and a user's cancel.
-FINAL = FINAL_STATUSES
 LOG_LIMIT = 256 * 1024
 
 #: ``dispatch(job_message, queue, time_limit_s)``: sends the evaluation job (Celery by default).
@@ -81,8 +81,8 @@ def validate_code(raw: bytes, limit: int) -> str:
         raise Invalid(f"submission is not UTF-8 text: {e}") from None
 
 
-def create_submission(session: Session, user: User, problem: str, device: str, mode: str, raw: bytes,
-                      filename: str, served_devices: set[str], limit: int, dispatch: Dispatch) -> Submission:
+def create_submission(session: Session, user: User, problem: str, device_queue: str, mode: str, raw: bytes,
+                      filename: str, served_queues: set[str], limit: int, dispatch: Dispatch) -> Submission:
     """Validate, store and queue a submission.
 
     Raises:
@@ -91,29 +91,31 @@ def create_submission(session: Session, user: User, problem: str, device: str, m
         Conflict: leaderboard mode on a problem past its deadline (closed).
         TooLarge: code over ``limit`` bytes.
     """
-    if mode not in MODES:
-        raise Invalid(f"unknown mode {mode!r}; one of {', '.join(MODES)}")
     try:
-        device_class(device)
+        parse_mode(mode)
+    except ValueError as e:
+        raise Invalid(str(e)) from None
+    try:
+        device_class(device_queue)
     except ValueError as e:
         raise Invalid(str(e)) from None
     rev = current_revision(session, problem, include_hidden=sees_hidden(user))
     if mode == Mode.leaderboard and not takes_ranked(rev.problem):
         raise Conflict(f"problem {problem!r} closed at {deadline_of(rev.problem).isoformat()}: leaderboard "
                        "submissions are no longer taken (test, benchmark and profile runs still are)")
-    if device not in served_devices:
-        served = ", ".join(sorted(served_devices)) or "none"
-        raise Invalid(f"no runner serves device {device!r} now (online: {served})")
+    if device_queue not in served_queues:
+        served = ", ".join(sorted(served_queues)) or "none"
+        raise Invalid(f"no runner serves device {device_queue!r} now (online: {served})")
     code = validate_code(raw, limit)
     sub = Submission(
-        user_id=user.id, problem_revision_id=rev.id, device=device, mode=mode, language=detect_language(code),
+        user_id=user.id, problem_revision_id=rev.id, device=device_queue, mode=mode, language=detect_language(code),
         filename=(filename or "submission.py")[:255], code=code, code_sha256=hashlib.sha256(raw).hexdigest(),
         status=SubmissionStatus.queued.value, dispatched_at=utcnow(),
     )
     session.add(sub)
     session.flush()
     budgets = definition(rev).budgets.model_dump()
-    dispatch(job_message(sub, rev.secret_seed), device, job_time_limit(budgets, mode))
+    dispatch(job_message(sub, rev.secret_seed), device_queue, job_time_limit(budgets, mode))
     return sub
 
 
@@ -131,7 +133,7 @@ def _new_attempt(sub: Submission, message: str) -> None:
     sub.status, sub.message, sub.ranked = SubmissionStatus.queued.value, message[:4000], False
     sub.score_ns = sub.score_low_ns = sub.score_high_ns = None
     sub.runner, sub.progress, sub.started_at, sub.finished_at = None, {}, None, None
-    sub.attempts, sub.dispatched_at = 0, utcnow()
+    sub.starts, sub.dispatched_at = 0, utcnow()
 
 
 def job_message(sub: Submission, secret_seed: int) -> dict[str, Any]:
@@ -153,7 +155,7 @@ def job_message(sub: Submission, secret_seed: int) -> dict[str, Any]:
 def mark_started(session: Session, submission_id: int, runner: str) -> None:
     """A runner took the job; ignored when the submission already has its verdict."""
     sub = session.get(Submission, submission_id)
-    if sub is None or sub.status in FINAL:
+    if sub is None or sub.status in FINAL_STATUSES:
         return
     sub.status = SubmissionStatus.running.value
     sub.runner = runner[:255]
@@ -186,7 +188,7 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
         raise Invalid(f"unknown run kind {kind!r}")
     if sub.status == SubmissionStatus.cancelled:
         raise Conflict(f"submission {submission_id} was cancelled; its {kind} result is ignored")
-    if sub.status in FINAL:  # e.g. ended by the sweeper: a late result changes nothing
+    if sub.status in FINAL_STATUSES:  # e.g. ended by the sweeper: a late result changes nothing
         return False
     if attempt is not None and int(attempt) != sub.attempt:  # the job of an earlier attempt
         return False
@@ -217,7 +219,7 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
 
 
 def _attach_ceilings(session: Session, sub: Submission, result: dict[str, Any], runner: str) -> None:
-    """[issue 17] The ceilings of the runner that ran it (its own in the result, else those of its
+    """The ceilings of the runner that ran it (its own in the result, else those of its
     last heartbeat) and each benchmark case's roofline share, stored with the result
     (:func:`kernelrank.roofline.attach`); the problem's output dtype picks the matmul ceiling
     when a case names no dtype."""
@@ -234,92 +236,52 @@ def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
     """The headline case of a stored run result (``EvalResult.to_dict()``): its first benchmark
     case, whose ``tflops`` and ``gbps`` a leaderboard shows; ``None`` without one."""
     for case in result.get("cases") or []:
-        if isinstance(case, dict) and case.get("kind") == "benchmark" and case.get("index") == 0:
+        if isinstance(case, dict) and case.get("kind") == CaseKind.benchmark and case.get("index") == 0:
             return case
     return None
 
 
 def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True, remeasures: int = 0) -> None:
     """Set the verdict once every expected run of the current attempt is in; ``new_run``: a run
-    was just recorded (it may then add to the board's calibration, once). The verdict and score
-    are over every measurement that counts (attempts ``measured_from`` on,
-    :func:`calibration.over_measurements`): a passing leaderboard submission not rankable after
-    its ``measurements`` is measured again (``queued``, a new attempt) while fewer than
-    ``remeasures`` were made again (:func:`calibration.measure_again`)."""
-    counted = list(session.scalars(select(Run).where(Run.submission_id == sub.id, Run.attempt >= sub.measured_from,
-                                                     Run.attempt <= sub.attempt).order_by(Run.attempt, Run.id)))
-    runs = {r.kind: r for r in counted if r.attempt == sub.attempt}
-    expected = run_kinds(sub.mode)
-    if not all(k in runs for k in expected):
-        sub.status = SubmissionStatus.running.value if sub.status not in FINAL else sub.status
+    was just recorded (it may then add to the board's calibration, once). The verdict, speedup,
+    rank and score are :func:`kernelrank.judgement.judge`'s over every measurement that counts
+    (attempts ``measured_from`` on); a submission it measures again is ``queued`` as a new
+    attempt; a ranked score is re-based on the board's calibration."""
+    session.expire(sub, ["runs"])  # the run just added is in the table, not yet in the loaded list
+    counted = sorted(sub.counted_runs, key=lambda r: (r.attempt, r.id))
+    latest = {r.kind for r in counted if r.attempt == sub.attempt}
+    if not all(k in latest for k in run_kinds(sub.mode)):
+        sub.status = SubmissionStatus.running.value if sub.status not in FINAL_STATUSES else sub.status
         return
-    by_attempt: dict[int, dict[str, Run]] = {}
+    by_attempt: dict[int, list[RunRecord]] = {}
     for r in counted:
-        by_attempt.setdefault(r.attempt, {})[r.kind] = r
-    measurements = [[m[k] for k in expected if k in m] for _a, m in sorted(by_attempt.items())]
-    failing = [r for m in measurements for r in m if r.status != Verdict.passed]
-    public = runs[RunKind.public]
-    if failing:
-        first = failing[0]
-        sub.status = first.status
-        prefix = "secret-seed run: " if first.kind == RunKind.secret else ""
-        sub.message = prefix + str(first.result.get("message", ""))
-    else:
-        sub.status = Verdict.passed.value
-        sub.message = str(public.result.get("message", ""))
-    head = headline_case(public.result) or {}
-    sub.tflops, sub.gbps = head.get("tflops"), head.get("gbps")
-    flagged = [r for m in measurements for r in m if r.result.get("needs_review")]
-    sub.needs_review = bool(flagged) and not failing
-    sub.review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if sub.needs_review else None
-    interpreted = any(bool(r.result.get("interpreted")) for m in measurements for r in m)
-    # the board's spread only counts where two runs are combined (a failing run leaves one at most)
+        by_attempt.setdefault(r.attempt, []).append(RunRecord(r.kind, r.status, r.result, r.score_ns))
+    measurements = [m for _a, m in sorted(by_attempt.items())]
+    leaderboard = sub.mode == Mode.leaderboard
     board = (calibration.board_spread(session, sub.problem_revision_id, sub.device, exclude_id=sub.id)
-             if sub.mode == Mode.leaderboard and not failing else None)
-    judged = _speedup_over_measurements(sub, measurements, board)
-    measured, combined, disagree = judged.runs, judged.combined, judged.disagree
-    # its own spread between runs, for the next submissions' floor: its first measurement's, every
-    # run of it passed and timed (one run, as outside leaderboard mode, has none)
-    own_spread = judged.spread if len(expected) > 1 and not interpreted else None
-    sub.runs_spread = own_spread[0] if own_spread is not None else None
-    sub.speedup = _finite(combined.estimate) if combined is not None else _finite(public.result.get("speedup"))
-    bounded = combined is not None and combined.low > 0 and math.isfinite(combined.high)
-    sub.speedup_low, sub.speedup_high = (combined.low, combined.high) if bounded else (None, None)
-    # a run still too noisy after its extra time, or whose times measure Triton's interpreter, is
-    # not ranked (its verdict stands); nor are runs that disagree (the machine's speed changed
-    # between them): both are measured again first; the score is re-based on the board's calibration
-    noisy = interpreted or judged.noisy
-    eligible = (sub.mode == Mode.leaderboard and not failing and sub.disqualified_at is None
-                and takes_ranked(sub.problem_revision.problem, sub.created_at))
-    measuring = eligible and not interpreted and calibration.measure_again(judged, len(measurements), remeasures)
-    sub.ranked = (eligible and not measuring and public.score_ns is not None and not noisy and not disagree
-                  and combined is not None)
-    sub.score_ns = sub.score_low_ns = sub.score_high_ns = None
-    if sub.ranked and combined is not None:
-        # on the public run's own basis until the board's calibration re-bases it (always, below)
-        own = calibration.run_speedup(public.result)
-        if own is None:  # a report with a score and no speedup: its score as it stands
-            sub.score_ns = public.score_ns
-        else:
-            value, low, high = combined.scaled(float(public.score_ns) * own.estimate)
-            sub.score_ns = value
-            sub.score_low_ns, sub.score_high_ns = (low, high) if bounded else (None, None)
-    after = f" after {len(measurements)} measurements" if len(measurements) > 1 else ""
-    if disagree and not failing:
-        sub.message = (f"{sub.message}; not ranked: its runs disagree{after} (speedups "
-                       f"{_speedups(measured)}): the machine's speed changed "
-                       f"between them; not ranked until {'an admin measures it afresh' if after else 'measured again'}")[:4000]
-    elif noisy and not interpreted and not failing and after:
-        sub.message = f"{sub.message}; not ranked: a run still too noisy{after}"[:4000]
-    if sub.mode == Mode.leaderboard and not failing:
+             if leaderboard and not judgement.failing_runs(measurements) else None)
+    judged = judgement.judge(measurements, mode=sub.mode, noisy_above=_noisy_above(sub), board=board,
+                             may_rank=sub.disqualified_at is None and takes_ranked(sub.problem_revision.problem,
+                                                                                   sub.created_at),
+                             remeasures=remeasures)
+    public = next(r for r in measurements[-1] if r.kind == RunKind.public)
+    head = headline_case(public.result) or {}
+    sub.status, sub.message = judged.status, judged.message
+    sub.tflops, sub.gbps = head.get("tflops"), head.get("gbps")
+    sub.needs_review, sub.review_reason = judged.needs_review, judged.review_reason
+    sub.runs_spread = judged.spread
+    sub.speedup, sub.speedup_low, sub.speedup_high = judged.speedup, judged.speedup_low, judged.speedup_high
+    sub.ranked = judged.ranked
+    sub.score_ns, sub.score_low_ns, sub.score_high_ns = judged.score_ns, judged.score_low_ns, judged.score_high_ns
+    if leaderboard and not judged.failed:
         cal, changed = (calibration.contribute(session, sub.problem_revision_id, sub.device, public.result)
                         if new_run else (calibration.get(session, sub.problem_revision_id, sub.device), False))
         if sub.ranked:
             calibration.apply(sub, cal)
         if changed and cal is not None:
             calibration.rescale(session, cal)
-    if measuring:
-        _measure_again(sub, noisy, measured)
+    if judged.again:
+        _measure_again(sub, judged.noisy, judged.measured.runs)
         return
     sub.finished_at = utcnow()
     if sub.guard is None:  # advisory only: stored for admins, never changes the verdict above
@@ -328,25 +290,13 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True,
         sub.guard = guard.scan(sub.code)
 
 
-def _speedup_over_measurements(sub: Submission, measurements: list[list[Run]],
-                               board: tuple[float, int] | None) -> calibration.Measured:
-    """The submission's speedup over its measurements' runs (:func:`calibration.over_measurements`),
-    against the problem's ``noisy_above`` for the submission's device and with the board's spread
-    between runs (:func:`calibration.board_spread`) as the floor of its interval; in each
-    measurement the public run comes first."""
+def _noisy_above(sub: Submission) -> float:
+    """The problem's ``noisy_above`` for the submission's device class (infinite when the
+    definition has no timing for it)."""
     try:
-        noisy_above = definition(sub.problem_revision).timing[device_class(sub.device)].noisy_above
+        return definition(sub.problem_revision).timing[device_class(sub.device)].noisy_above
     except (KeyError, ValueError):
-        noisy_above = math.inf
-    ordered = [[dict(r.result, status=r.status) for r in sorted(m, key=lambda r: r.kind != RunKind.public)]
-               for m in measurements]
-    return calibration.over_measurements(ordered, noisy_above, board)
-
-
-def _speedups(runs: list[Interval]) -> str:
-    """The runs' speedups for a message: ``"2x and 3x"``, ``"2x, 3x and 2.5x"``."""
-    texts = [f"{i.estimate:.3g}x" for i in runs]
-    return " and ".join([", ".join(texts[:-1]), texts[-1]] if len(texts) > 2 else texts)
+        return math.inf
 
 
 def _measure_again(sub: Submission, noisy: bool, measured: list[Interval]) -> None:
@@ -354,13 +304,8 @@ def _measure_again(sub: Submission, noisy: bool, measured: list[Interval]) -> No
     with the earlier ones (``measured_from`` stays), not ranked until it is in; the message says
     why."""
     why = ("a run was too noisy to rank" if noisy else
-           f"its runs disagree (speedups {_speedups(measured)})")
+           f"its runs disagree (speedups {judgement.speedups_text(measured)})")
     _new_attempt(sub, f"measuring again (measurement {sub.measurements + 1}): {why}")
-
-
-def _finite(value: Any) -> float | None:
-    """A stored figure: a finite number, else ``None`` (a runner's report is data)."""
-    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
 def get_submission(session: Session, submission_id: int) -> Submission:
@@ -387,7 +332,7 @@ def get_visible_submission(session: Session, submission_id: int, viewer: User | 
 def cancel_submission(session: Session, viewer: User, submission_id: int) -> Submission:
     """Cancel a ``queued`` submission: it becomes ``cancelled`` (a final status) and no longer
     counts against its owner's limits. A runner that takes the job afterwards may still run it,
-    but the go-ahead refuses it (:func:`kernelrank.services.jobs.start_attempt`: the status is
+    but the go-ahead refuses it (:func:`kernelrank.services.jobs.start_job`: the status is
     final) and its reports are dropped (:func:`mark_started` and :func:`record_run`).
 
     The status changes only if it is still ``queued`` at the moment of the update, so a runner's
@@ -424,7 +369,7 @@ def require_owner(viewer: User, sub: Submission) -> None:
         raise Forbidden("only the owner or an admin may do that")
 
 
-def _user_filter(user: User, problem: str | None, device: str | None, status: str | None,
+def _user_filter(user: User, problem: str | None, device_queue: str | None, status: str | None,
                  disqualified: bool | None):
     from kernelrank.db.models import Problem, ProblemRevision
 
@@ -432,8 +377,8 @@ def _user_filter(user: User, problem: str | None, device: str | None, status: st
     if problem:
         q = q.join(ProblemRevision, ProblemRevision.id == Submission.problem_revision_id).join(Problem).where(
             Problem.name == problem)
-    if device:
-        q = q.where(Submission.device == device)
+    if device_queue:
+        q = q.where(Submission.device == device_queue)
     if status:
         q = q.where(Submission.status == status)
     if disqualified is not None:
@@ -441,25 +386,22 @@ def _user_filter(user: User, problem: str | None, device: str | None, status: st
     return q
 
 
-def list_for_user(session: Session, user: User, problem: str | None = None, device: str | None = None,
+def list_for_user(session: Session, user: User, problem: str | None = None, device_queue: str | None = None,
                   status: str | None = None, limit: int = 50, offset: int = 0,
                   disqualified: bool | None = None) -> list[Submission]:
     """"My submissions": ``user``'s submissions, newest first, optionally filtered by problem name,
     device queue, verdict (``status``) and disqualification."""
-    q = _user_filter(user, problem, device, status, disqualified)
+    q = _user_filter(user, problem, device_queue, status, disqualified)
     return list(session.scalars(q.order_by(Submission.created_at.desc(), Submission.id.desc()).limit(limit).offset(offset)))
 
 
-#: The name the brief and the pages use for :func:`list_for_user`.
-list_submissions = list_for_user
 
-
-def count_for_user(session: Session, user: User, problem: str | None = None, device: str | None = None,
+def count_for_user(session: Session, user: User, problem: str | None = None, device_queue: str | None = None,
                    status: str | None = None, disqualified: bool | None = None) -> int:
     """How many submissions :func:`list_for_user` would list without ``limit``/``offset`` (for paging)."""
     from sqlalchemy import func
 
-    q = _user_filter(user, problem, device, status, disqualified)
+    q = _user_filter(user, problem, device_queue, status, disqualified)
     return session.scalar(select(func.count()).select_from(q.subquery())) or 0
 
 
@@ -519,7 +461,7 @@ def reinstate(session: Session, submission_id: int) -> Submission:
     sub = get_submission(session, submission_id)
     sub.disqualified_at = sub.disqualified_reason = sub.disqualified_by_id = None
     session.flush()
-    if sub.status in FINAL:
+    if sub.status in FINAL_STATUSES:
         _finish_if_complete(session, sub, new_run=False)
     return sub
 
@@ -531,14 +473,14 @@ def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: boo
 
     Runners send the attempt their job was for with every report, so a late report of the earlier
     attempt's job (a runner still working on it) is dropped (:func:`record_run`,
-    :func:`kernelrank.services.jobs.start_attempt`).
+    :func:`kernelrank.services.jobs.start_job`).
 
     Raises:
         NotFound: no such submission.
         Conflict: the submission is still queued or running and ``force`` is false.
     """
     sub = get_submission(session, submission_id)
-    if sub.status not in FINAL and not force:
+    if sub.status not in FINAL_STATUSES and not force:
         raise Conflict(f"submission {submission_id} is still {sub.status}; requeue it with force if its job is lost")
     _new_attempt(sub, "")
     sub.measured_from = sub.attempt  # judged afresh: the earlier attempts' runs are history

@@ -20,8 +20,8 @@ Layouts (:func:`detect`), reported in the run's isolation record as ``containmen
     the unified hierarchy at ``/sys/fs/cgroup`` (most current hosts): ``cgroup.freeze``,
     ``cgroup.kill``, ``pids.max``, ``memory.max`` in one group.
 ``hybrid``
-    a cgroup2 mount with no controllers beside cgroup v1 hierarchies (this project's machines):
-    the freezer from v2 (``cgroup.freeze``: measured here p50 50 µs to frozen, against 103 µs for
+    a cgroup2 mount with no controllers beside cgroup v1 hierarchies (some VMs):
+    the freezer from v2 (``cgroup.freeze``: p50 50 µs to frozen, against 103 µs for
     v1's ``freezer.state``), ``pids``, ``memory`` and ``cpuacct`` from v1.
 ``v1``
     v1 hierarchies only: ``freezer``, ``pids``, ``memory``, ``cpuacct``.

@@ -49,20 +49,20 @@ from pathlib import Path
 from typing import Any
 
 from kernelrank.runner.containment import rlimits
+from kernelrank.vocab import DeviceClass
 
 #: Sandbox uids are ``SANDBOX_UID_BASE + (judge pid << 4 | child number % 16)``: unique among
 #: live judges, never a real account.
 SANDBOX_UID_BASE = 1_000_000_000
-#: [issue 14] The children's scheduling priority over the host's other work, as a nice value
+#: The children's scheduling priority over the host's other work, as a nice value
 #: (``setpriority(2)``) given to the child's thread and to its session's autogroup (``sched(7)``:
 #: with ``kernel.sched_autogroup_enabled``, nice values weigh threads only within their session,
 #: and the sessions themselves share a CPU by their autogroups' nice). Set while the child is still
 #: privileged (:func:`enter`), so every thread it starts (OpenMP's included) inherits it, and the
-#: sandbox user cannot lower it further; both sides of a pair get it alike. With a one-core CPU hog
-#: at nice 0, the reference's bfloat16 softmax (1024x4096) read a median 1427-1464 µs per call at
-#: nice 0 and 1215-1247 µs at -10, as at idle (1209-1251 µs): the hog's share of the core a
-#: timed call needs falls from a half to about a tenth (weights 1024 against 9548). Idle, it
-#: changes nothing (docs/research/bench-history.md, issue 14, section 16).
+#: sandbox user cannot lower it further; both sides of a pair get it alike. Beside a one-core CPU
+#: hog at nice 0, -10 brings a timed call back to its idle speed: the hog's share of the core falls
+#: from a half to about a tenth (weights 1024 against 9548). Idle, it changes nothing
+#: (docs/research/bench-history.md, section 16).
 CHILD_NICE = -10
 #: Exit status of a child whose sandbox set-up failed (message on stderr).
 SETUP_FAILED = 121
@@ -99,10 +99,10 @@ class Plan:
     limits: dict[str, int | None] = field(default_factory=dict)
     #: ``cgroup.procs`` files of the job's groups (:mod:`~kernelrank.runner.containment.cgroups`), joined first
     cgroup_procs: tuple[str, ...] = ()
-    #: [issue 16] GPU device files covered by ``/dev/null`` (other GPUs than the runner's; every GPU
+    #: GPU device files covered by ``/dev/null`` (other GPUs than the runner's; every GPU
     #: for a CPU job), see :func:`gpu_files_to_hide`
     gpu_hide: tuple[str, ...] = ()
-    #: [issue 14] the nice value the child gives itself and its autogroup (:data:`CHILD_NICE`)
+    #: the nice value the child gives itself and its autogroup (:data:`CHILD_NICE`)
     nice: int = CHILD_NICE
 
     def __post_init__(self) -> None:
@@ -221,7 +221,7 @@ def _build_view(plan: Plan) -> None:
             mount("tmpfs", path, "tmpfs", MS_NOSUID, options)
     for fd in fds.values():
         os.close(fd)
-    for path in plan.gpu_hide:  # [issue 16] other GPUs' device files: /dev/null in their place
+    for path in plan.gpu_hide:  # other GPUs' device files: /dev/null in their place
         if os.path.exists(path):
             mount("/dev/null", path, None, MS_BIND)
     _set_mount_attr("/", set_=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, recursive=True)
@@ -442,7 +442,7 @@ def gpu_files_to_hide(device: str, files: list[str], keep_minor: int | None) -> 
     runner's GPU's minor number, from NVML; ``None``: it could not be told, nothing is hidden).
     The driver's shared files (``nvidiactl``, ``nvidia-uvm``, ``nvidia-modeset``, MIG capabilities
     under ``/dev/nvidia-caps``) stay: every CUDA process needs them."""
-    if device == "cpu":
+    if device == DeviceClass.cpu:
         return tuple(files)
     if keep_minor is None:
         return ()
@@ -541,7 +541,7 @@ def make_plan(method: str, workdir: Path, limits: dict[str, int | None], hidden:
     gpu_hide: tuple[str, ...] = ()
     if device is not None:
         files = _gpu_devices()
-        gpu_hide = gpu_files_to_hide(device, files, runner_gpu_minor() if device == "cuda" and files else None)
+        gpu_hide = gpu_files_to_hide(device, files, runner_gpu_minor() if device == DeviceClass.cuda and files else None)
     real = os.path.realpath(workdir)
     keep = keep_paths()
     if method == "setuid":  # the sandbox user must reach what it needs through closed folders too

@@ -17,6 +17,7 @@ from typing import Any
 
 from kernelrank.runner.containment import rlimits
 from kernelrank.runner.containment.isolation import METHODS, PRIVATE_DIRS, Plan, child_command, make_plan, status_fields
+from kernelrank.vocab import AUTO
 
 
 @functools.lru_cache(maxsize=None)
@@ -62,16 +63,16 @@ def probe(method: str) -> tuple[bool, str]:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def choose(requested: str = "auto") -> tuple[str, str]:
+def choose(requested: str = AUTO) -> tuple[str, str]:
     """The isolation method to use and why: ``requested`` if it works, or for ``"auto"`` the first
     that works of ``setuid`` (root only) and ``userns``, else ``none``.
 
     Raises:
         ValueError: an unknown method.
     """
-    if requested not in ("auto", *METHODS):
+    if requested not in (AUTO, *METHODS):
         raise ValueError(f"unknown isolation {requested!r}; use auto, setuid, userns or none")
-    candidates = ["setuid", "userns"] if requested == "auto" else [requested]
+    candidates = ["setuid", "userns"] if requested == AUTO else [requested]
     reasons = []
     for method in candidates:
         ok, why = probe(method)

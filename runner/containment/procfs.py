@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import signal
 import stat
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,8 @@ def host_free_page_reporting(devices: Path = Path("/sys/bus/virtio/devices")) ->
     virtio memory balloon whose driver took the free page reporting feature (each device's
     ``device`` id and ``features`` bit string under ``devices``). Such a host takes memory the
     guest freed and backs it again on its next first touch, so fresh memory costs the guest far
-    more than zeroing it (1.4-2.3 ms per MiB against 0.04 once backed, on this project's
-    Firecracker VM: docs/research/bench-history.md, issue 14, section 17). ``None`` where ``devices`` cannot be
+    more than zeroing it (1.4-2.3 ms per MiB against 0.04 once backed, on a
+    Firecracker VM: docs/research/bench-history.md, section 17). ``None`` where ``devices`` cannot be
     read (no virtio bus: most hosts)."""
     try:
         entries = list(devices.iterdir())
@@ -215,3 +216,16 @@ class ProcessWatch:
                     pass
             time.sleep(0.01)
         return left
+
+
+def kill_group(proc: subprocess.Popen[Any]) -> None:
+    """SIGKILL ``proc``'s process group (it leads one) and reap ``proc`` (at most 10 s); a group
+    already gone is not an error."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail this way
+        pass

@@ -27,6 +27,8 @@ import resource
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from kernelrank.vocab import DeviceClass
+
 GiB = 1 << 30
 
 
@@ -83,7 +85,7 @@ class SandboxLimits:
             "processes": self.processes if self.processes is not None else 128 + 8 * cpus,
             "file_bytes": self.file_bytes,
             "open_files": self.open_files,
-            "address_space_bytes": None if device != "cpu" else (
+            "address_space_bytes": None if device != DeviceClass.cpu else (
                 self.address_space_bytes if self.address_space_bytes is not None else max(4 * GiB, _ram_bytes() // 2)),
             "cpu_seconds": self.cpu_seconds if self.cpu_seconds is not None else int(math.ceil(budget_s * cpus)) + 30,
             "core_bytes": 0,

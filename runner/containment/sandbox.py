@@ -28,13 +28,13 @@ import time
 from pathlib import Path
 from typing import Any, IO
 
-from kernelrank.runner.containment import cgroups, isolation, isolation_check, jobdisk
-
+from kernelrank.runner.containment import cgroups, isolation, isolation_check, jobdisk, rlimits
+from kernelrank.runner.containment.procfs import (ProcessWatch, host_huge_pages, host_memory_bound, kill_group,
+                                                  only_cpu, priority, stat_fields)
 from kernelrank.runner.judge import slots
-from kernelrank.runner.containment import rlimits
-from kernelrank.runner.judge.device_slots import CudaIpc
-from kernelrank.runner.containment.procfs import ProcessWatch, host_huge_pages, host_memory_bound, only_cpu, priority, stat_fields
-from kernelrank.runner.wire import Channel, ChannelClosed, ChannelTimeout, WireError
+from kernelrank.runner.slotformat import CudaIpc
+from kernelrank.runner.wire import Link, LinkClosed, LinkTimeout, WireError
+from kernelrank.vocab import DeviceClass
 
 log = logging.getLogger(__name__)
 
@@ -135,13 +135,13 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     ``TRITON_INTERPRET=1`` on the CPU device runs Triton kernels under Triton's interpreter;
     ``TORCH_EXTENSIONS_DIR`` gives C++/CUDA builds a per-submission build folder. OpenMP keeps
     its default spin-wait: idle threads that sleep at once make every call after a pause pay for
-    waking them (measured here: a softmax 2x slower after 30 ms of idle threads). OpenMP's
+    waking them (a softmax 2x slower after 30 ms of idle threads). OpenMP's
     threads are bound one per CPU (``OMP_PROC_BIND=close``, ``OMP_PLACES=threads``; the main
     thread on the first CPU the child may use): unbound, the child's main thread and its OpenMP
     worker were often left sharing one CPU while the other stood idle after the judge's thread
     went to sleep there, for 4-12 ms until the kernel's balancer moved one (15-20% of a softmax's
     calls took 4x their time, and per-request log ratios had a standard deviation of 0.5-0.8
-    against 0.03-0.1 bound: ``docs/research/bench-history.md``, issue 14). Threads a submission starts itself,
+    against 0.03-0.1 bound: ``docs/research/bench-history.md``). Threads a submission starts itself,
     outside OpenMP, inherit the main thread's CPU.
 
     Where the host lets transparent huge pages back advised memory (:func:`host_huge_pages`:
@@ -152,7 +152,7 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     life (the reference's and ``correct_pytorch``'s alike): the largest part of a run's interval
     and of the spread between runs. With it, they ran at one speed. Without huge pages (THP
     ``never``) the page alignment alone put every process in the slow mode, the reference's
-    bfloat16 softmax 15-30% slower, so it is not asked for there (docs/research/bench-history.md, issue 14, section 15).
+    bfloat16 softmax 15-30% slower, so it is not asked for there (docs/research/bench-history.md, section 15).
     """
     src = os.environ if source_env is None else source_env
     env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
@@ -179,7 +179,7 @@ def child_environment(workdir: Path, device: str, threads: int, source_env: dict
     })
     if host_huge_pages() in ("madvise", "always"):
         env["THP_MEM_ALLOC_ENABLE"] = "1"  # large blocks page-aligned, in huge pages: see the docstring
-    if device == "cpu":
+    if device == DeviceClass.cpu:
         env["TRITON_INTERPRET"] = "1"
     return env
 
@@ -240,11 +240,11 @@ class SubmissionProcess:
             for path in (self.workdir, self.workdir / "tmp"):
                 os.chown(path, self.plan.uid, self.plan.uid)
             ProcessWatch(-1, self.plan.uid).kill_all()  # leftovers of a dead judge that had this pid
-        # [issue 16] on CUDA the slots are device memory shared with the child through CUDA IPC
-        self.arena = slots.Arena(ipc=CudaIpc() if device == "cuda" else None)
+        # on CUDA the slots are device memory shared with the child through CUDA IPC
+        self.arena = slots.Arena(ipc=CudaIpc() if device == DeviceClass.cuda else None)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.max_message_bytes = max_message_bytes
-        self.channel = Channel(parent_sock, max_message_bytes=max_message_bytes)
+        self.channel = Link(parent_sock, max_message_bytes=max_message_bytes)
         env = child_environment(Path(self.plan.workdir), device, threads)
         self.warm = zygote is not None and zygote.matches(device, threads)
         try:
@@ -320,11 +320,11 @@ class SubmissionProcess:
         self.isolation["output_reads"] = self.memory.method if self.memory is not None else "slots"
         # whether the child's large blocks may be huge pages (child_environment: THP_MEM_ALLOC_ENABLE)
         self.isolation["huge_pages"] = host_huge_pages()
-        # [issue 14] the child's nice values, as isolation.raise_priority left them
+        # the child's nice values, as isolation.raise_priority left them
         self.isolation["priority"] = priority(self.pid)
         if self.group is not None:
             self.isolation["cgroup_limits"] = dict(self.group.limits)
-        # [issue 16] what bounds the child's host memory, said plainly (on CUDA there is no RLIMIT_AS)
+        # what bounds the child's host memory, said plainly (on CUDA there is no RLIMIT_AS)
         self.isolation["host_memory"] = host_memory_bound(self.isolation)
         self.isolation["cleanup"] = ("by cgroup" if self.group is not None else "by sandbox uid"
                                      if self.plan.uid is not None else "by process group, session and descent")
@@ -421,10 +421,10 @@ class SubmissionProcess:
                 self.span_ns = time.perf_counter_ns() - opened
             else:
                 self.span_ns = self.channel.first_byte_ns - self.channel.send_start_ns
-        except ChannelTimeout:
+        except LinkTimeout:
             self.kill()
             raise ChildTimeout("no answer before the time budget ran out") from None
-        except ChannelClosed:
+        except LinkClosed:
             raise self._died() from None
         except WireError as e:
             self.kill()
@@ -445,7 +445,7 @@ class SubmissionProcess:
         answered, goes back to its socket at once: sharing its CPU costs neither. The CPU of
         the child's OpenMP worker, which spin-waits after a call, is where the judge should not
         be when the answer wakes it: it waited there for the scheduler's slice before it could
-        freeze the child (docs/research/bench-history.md, issue 14: the path's median 2.0-3.6 ms a request
+        freeze the child (docs/research/bench-history.md: the path's median 2.0-3.6 ms a request
         unpinned, 1.5-1.7 ms pinned)."""
         cpu = self.home_cpu
         if cpu is None:
@@ -502,14 +502,7 @@ class SubmissionProcess:
         if self.group is not None:
             self.group.kill()
             self._frozen = False
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail this way
-            pass
+        kill_group(self.proc)
         self.watch.kill_all()
 
     def logs(self) -> dict[str, str]:

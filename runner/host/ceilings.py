@@ -35,6 +35,8 @@ import sys
 import time
 from typing import Any
 
+from kernelrank.vocab import DeviceClass
+
 #: Dtypes whose dense matmul rate is measured (the dtypes problems state in their contracts).
 DTYPES: tuple[str, ...] = ("float32", "bfloat16", "float16")
 #: Bytes of the copied buffer: well past the last-level cache (CPUs: tens of MiB; H100 L2: 50 MiB).
@@ -122,7 +124,7 @@ def matmul_rate(device: Any, dtype: str, largest: int, budget_s: float = BUDGET_
     return rate / 1e12, n
 
 
-def measure(device: str = "cpu", threads: int = 0, dtypes: tuple[str, ...] = DTYPES,
+def measure(device: str = DeviceClass.cpu, threads: int = 0, dtypes: tuple[str, ...] = DTYPES,
             copy_bytes: int | None = None, budget_s: float = BUDGET_S) -> dict[str, Any]:
     """Measure the ceilings of ``device`` (``"cpu"`` or ``"cuda"``: GPU 0) now.
 
@@ -149,9 +151,9 @@ def measure(device: str = "cpu", threads: int = 0, dtypes: tuple[str, ...] = DTY
         raise ValueError(f"unknown device {device!r}: cpu or cuda")
     started = time.perf_counter()
     info = device_info(device, threads)
-    if device == "cpu":
+    if device == DeviceClass.cpu:
         torch.set_num_threads(cpu_threads(threads))
-    dev = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
+    dev = torch.device("cuda", 0) if device == DeviceClass.cuda else torch.device("cpu")
     nbytes = copy_bytes or COPY_BYTES[device]
     out: dict[str, Any] = {"device": device, "name": info.name, "threads": info.threads,
                            "copy_gbps": copy_bandwidth(dev, nbytes, budget_s), "matmul_tflops": {},

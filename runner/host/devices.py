@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from typing import Any
 
+from kernelrank.vocab import DeviceClass
+
 
 @dataclass(frozen=True)
 class DeviceInfo:
@@ -68,9 +70,9 @@ def device_info(device: str, threads: int = 0) -> DeviceInfo:
         triton_version: str | None = triton.__version__
     except ImportError:  # pragma: no cover - triton is a dependency
         triton_version = None
-    if device == "cpu":
+    if device == DeviceClass.cpu:
         return DeviceInfo("cpu", _cpu_model(), _host_memory(), cpu_threads(threads), torch.__version__, triton_version)
-    if device == "cuda":  # pragma: no cover - GPU-only
+    if device == DeviceClass.cuda:  # pragma: no cover - GPU-only
         if not torch.cuda.is_available():
             raise RuntimeError("device cuda requested but torch sees no CUDA device")
         from kernelrank.runner.host import gpuinfo

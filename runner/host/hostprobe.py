@@ -14,8 +14,8 @@ from pathlib import Path
 
 
 #: Fresh memory (ms per MiB) above which the self-test's row says what it costs: bare metal zeroes
-#: a huge page's worth in about 0.1 ms (0.05 ms per MiB); this project's Firecracker VM took
-#: 1.4-2.3 ms per MiB for memory its host had taken back (docs/research/bench-history.md, issue 14, section 17).
+#: a huge page's worth in about 0.1 ms (0.05 ms per MiB); a VM can take 1.4-2.3 ms per MiB for
+#: memory its host had taken back (docs/research/bench-history.md, section 17).
 FRESH_MEMORY_SLOW_MS_PER_MIB = 0.5
 
 
@@ -36,7 +36,7 @@ def measure_fresh_memory(nbytes: int = FRESH_MEMORY_BYTES) -> float:
     """
     import mmap
 
-    from kernelrank.runner.judge.slots import MADV_HUGEPAGE, MADV_POPULATE_WRITE
+    from kernelrank.runner.slotformat import MADV_HUGEPAGE, MADV_POPULATE_WRITE
 
     m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
@@ -59,8 +59,8 @@ def measure_fresh_memory(nbytes: int = FRESH_MEMORY_BYTES) -> float:
 def fresh_memory_in_new_process(timeout_s: float = 60.0) -> float:
     """:func:`measure_fresh_memory` in a new Python process: its first mapping, as a child's first
     requests meet fresh memory (this process's own freed memory would come back backed). The
-    figure is what the host gives at that moment: on this project's VM, 1.4-2.3 ms per MiB at
-    one hour and 0.04-0.05 at the next, with free page reporting on throughout.
+    figure is what the host gives at that moment, and may move 30-fold within hours on a VM with
+    free page reporting (docs/research/bench-history.md, section 17).
 
     Raises:
         RuntimeError: the process failed or printed no figure.
@@ -76,12 +76,10 @@ def fresh_memory_in_new_process(timeout_s: float = 60.0) -> float:
 
 
 #: Standard deviation of the log of a speedup from one moment to the next (:func:`measure_host_moments`)
-#: above which the self-test's row says what it costs. On this project's 2-vCPU Xeon VM, with
-#: steal at 0: 2.5-3.8% for softmax's two sides (the same vector units), 9-19% for oneDNN's
-#: bfloat16 matmul on AMX against a float32 AVX-512 ``sgemm`` (GEMM's reference until section 25),
-#: whose five scores then spread 1.05-1.10 however long they were timed (docs/research/bench-history.md, issue 14,
-#: section 22). The moments there are each vCPU's own: its one-thread bfloat16 matmul ran at two
-#: speeds a factor of 2 apart for seconds at a time, the float32 one moved 1.3x (section 23).
+#: above which the self-test's row says what it costs: sides on the same vector units read
+#: 2.5-3.8%, sides on different units (bfloat16 AMX against float32 AVX-512) 9-19%, enough to spread
+#: five scores of one file by 1.05-1.10 however long they are timed (docs/research/bench-history.md,
+#: sections 22-23).
 HOST_MOMENTS_NOISY = 0.05
 
 

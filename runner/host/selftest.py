@@ -74,9 +74,9 @@ def attack_outcome(meta: dict[str, str], status: str, message: str, speedup: flo
     ``Expected`` and, with ``Message``, its message must contain that text (case-insensitive).
     """
     expected = set(meta.get("Expected", "").split("|"))
-    if status == "passed":
+    if status == vocab.Verdict.passed:
         bound = float(meta.get("Max speedup", "0") or 0)
-        if "passed" in expected and speedup is not None and speedup <= bound:
+        if vocab.Verdict.passed in expected and speedup is not None and speedup <= bound:
             return True, f"passed at {speedup:.2f}x, within {bound:g}x"
         return False, f"the attack PASSED ({speedup if speedup is None else round(speedup, 2)}x): {message[:200]}"
     if status not in expected:
@@ -90,10 +90,10 @@ def applies(path: Path, device: str) -> bool:
     """Whether a template or example is for ``device``: names with ``cuda`` are CUDA code, names
     with ``cpp`` are C++ for the CPU; the rest (PyTorch, Triton) run on both."""
     stem = path.stem
-    if "cuda" in stem:
-        return device == "cuda"
+    if vocab.DeviceClass.cuda in stem:
+        return device == vocab.DeviceClass.cuda
     if "cpp" in stem:
-        return device == "cpu"
+        return device == vocab.DeviceClass.cpu
     return True
 
 
@@ -280,9 +280,9 @@ class SelfTest:
         pytorch = (gemm.reference_dir / "templates" / "pytorch.py").read_text(encoding="utf-8")
         self._judge(report, "device", f"initialise {self.options.device} in the sandbox", spec, pytorch, "test", "passed")
         triton = (gemm.reference_dir / "templates" / "triton.py").read_text(encoding="utf-8")
-        jit = "Triton JIT" + (" (interpreter)" if self.options.device == "cpu" else "")
+        jit = "Triton JIT" + (" (interpreter)" if self.options.device == vocab.DeviceClass.cpu else "")
         self._judge(report, "toolchain", jit, spec, triton, "test", "passed")
-        builds = [("C++ load_inline", "cpp.py")] if self.options.device == "cpu" else [("CUDA load_inline", "cuda.py")]
+        builds = [("C++ load_inline", "cpp.py")] if self.options.device == vocab.DeviceClass.cpu else [("CUDA load_inline", "cuda.py")]
         for label, filename in builds:
             source = (gemm.reference_dir / "templates" / filename).read_text(encoding="utf-8")
             for pch in (True, False):
@@ -347,7 +347,7 @@ class SelfTest:
                                     time.monotonic() - started, f"{type(e).__name__}: {e}"[:500]))
             return
         self._add(report, Check("containment", "host memory", "-", "bounded", memory,
-                                memory.startswith("cgroup") or self.options.device == "cpu", 0.0,
+                                memory.startswith("cgroup") or self.options.device == vocab.DeviceClass.cpu, 0.0,
                                 "" if memory.startswith("cgroup") else
                                 "no cgroup memory controller: on CUDA (no address-space limit) a memory bomb meets "
                                 "the host's OOM killer"))
@@ -363,7 +363,7 @@ class SelfTest:
         row = fresh_memory_check(fresh_memory_in_new_process(), host_free_page_reporting())
         report.fresh_memory = row.got
         self._add(report, row)
-        if self.options.device == "cpu":
+        if self.options.device == vocab.DeviceClass.cpu:
             started = time.monotonic()
             try:
                 moments = host_moments_in_new_process()
@@ -383,8 +383,8 @@ def priority_check(found: dict[str, Any] | None) -> Check:
     :data:`~kernelrank.runner.containment.isolation.CHILD_NICE` on the child's thread, and on its autogroup where
     the kernel has autogroups on, is expected. Anything else passes with a note: every verdict
     holds and both sides of a pair are treated alike, but a timed call then shares its CPUs with
-    the host's other work as an equal, so scores taken on a busy machine spread more (issue 14,
-    docs/research/bench-history.md, section 16). The usual cause is a judge not running as root (no
+    the host's other work as an equal, so scores taken on a busy machine spread more
+    (docs/research/bench-history.md, section 16). The usual cause is a judge not running as root (no
     ``CAP_SYS_NICE``)."""
     from kernelrank.runner.containment.isolation import CHILD_NICE
 
@@ -424,9 +424,8 @@ def fresh_memory_check(ms_per_mib: float, reporting: bool | None) -> Check:
     verdict and every paired speedup holds. Above :data:`FRESH_MEMORY_SLOW_MS_PER_MIB`, or with
     free page reporting on, the row says what that costs: each run's readying of its processes
     (their slots and heaps faulted in before the first timed request) takes seconds (3.4 s of a
-    softmax leaderboard run on this project's VM, docs/research/bench-history.md, issue 14, section 17); on that
-    VM, memory-bound code also ran up to 1.6x slower for minutes at a time (GEMM's reference
-    modes, whatever their cause inside the host), which moves such kernels' speedups."""
+    softmax leaderboard run), and memory-bound code may run up to 1.6x slower for minutes at a
+    time, which moves such kernels' speedups (docs/research/bench-history.md, section 17)."""
     ok = ms_per_mib <= FRESH_MEMORY_SLOW_MS_PER_MIB and not reporting
     shown = f"{ms_per_mib:.2f} ms per MiB" + (", free page reporting on" if reporting else "")
     return Check("containment", "fresh memory", "-", f"< {FRESH_MEMORY_SLOW_MS_PER_MIB} ms per MiB",
@@ -445,7 +444,7 @@ def huge_pages_check(setting: str) -> Check:
     (:func:`~kernelrank.runner.containment.sandbox.child_environment`), and processes run a case at one
     speed. Any other setting passes with a note: every verdict holds, but processes may run the
     bfloat16 cases at one of two speeds, so intervals are wider and scores spread more (1.07
-    against 1.04 at idle, docs/research/bench-history.md, issue 14, section 15)."""
+    against 1.04 at idle, docs/research/bench-history.md, section 15)."""
     ok = setting in ("madvise", "always")
     return Check("containment", "huge pages", "-", "madvise or always",
                  setting if ok else f"{setting} (processes may differ in speed: wider intervals)", True, 0.0,
@@ -461,7 +460,7 @@ def output_check_row(device: str) -> Check:
     are checked on the device by torch in any case."""
     from kernelrank.runner.judge import native_check
 
-    if device != "cpu":
+    if device != vocab.DeviceClass.cpu:
         return Check("judge's clock", "output check", "-", "torch on the device", "torch on the device", True, 0.0)
     got = native_check.method()
     return Check("judge's clock", "output check", "-", "native", got if got == "native" else f"{got} (slower)", True,
@@ -476,7 +475,7 @@ def output_reads_check(device: str, method: str | None) -> Check:
     output is read where the child left it. Two fallbacks pass with a note, since every verdict
     holds on them but the checking is slower: ``/proc/<pid>/mem`` (the host refused the call: a
     seccomp profile, ``kernel.yama.ptrace_scope``; 16 MiB read in 4.3 ms instead of 1.7 ms,
-    docs/research/bench-history.md, issue 14, section 14) and ``slots`` (the child's memory unreadable either
+    docs/research/bench-history.md, section 14) and ``slots`` (the child's memory unreadable either
     way: the child copies each output into its shared slots after its call; on CUDA outputs are
     device memory shared with the child in any case). Anything else fails."""
     got = method or "unknown"
@@ -485,7 +484,7 @@ def output_reads_check(device: str, method: str | None) -> Check:
               "/proc/<pid>/mem": (" (process_vm_readv refused: about 2.5x slower)",
                                   "process_vm_readv was refused here (a seccomp profile, or ptrace_scope): outputs are "
                                   "read through /proc/<pid>/mem, about 2.5x slower; verdicts are the same"),
-              "slots": ("", "") if device != "cpu" else
+              "slots": ("", "") if device != vocab.DeviceClass.cpu else
                        (" (the child's memory unreadable: each output copied by the child, slower)",
                         "the child's memory could not be read: each output is copied into the shared slots by the "
                         "child after its call, a copy per output; verdicts are the same")}
@@ -519,7 +518,7 @@ def measure_overhead(device: str, scratch: Path, requests: int = OVERHEAD_REQUES
     from kernelrank.runner.containment.sandbox import SubmissionProcess
 
     method, _ = isolation_check.choose("auto")
-    child = SubmissionProcess(_NOOP, device, 1 if device == "cpu" else 0, scratch_dir=scratch, method=method,
+    child = SubmissionProcess(_NOOP, device, 1 if device == vocab.DeviceClass.cpu else 0, scratch_dir=scratch, method=method,
                               limits=SandboxLimits().resolved(device, 120.0))
     try:
         deadline = time.monotonic() + 120

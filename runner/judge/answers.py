@@ -10,15 +10,19 @@ from typing import Any
 
 import torch
 
+from kernelrank import vocab
 from kernelrank.problems import ProblemSpec
-from kernelrank.runner.results import CaseResult, Status
+from kernelrank.runner.results import CaseResult
 from kernelrank.runner.containment.sandbox import ProtocolViolation, SubmissionProcess
 from kernelrank.runner.judge.slots import AliasedOutput, SlotError
 
 
 
-class Verdict(Exception):
-    def __init__(self, status: Status, message: str):
+class RunEnded(Exception):
+    """The run ends here with a verdict: ``status`` (a :class:`~kernelrank.vocab.Verdict`) and the
+    ``message`` the author reads; raised by the judge's steps, caught once by the evaluation."""
+
+    def __init__(self, status: vocab.Verdict, message: str):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -48,11 +52,11 @@ def raise_on_error(reply: dict[str, Any], where: str) -> None:
     message = str(reply.get("message", ""))[:4096]
     tb = str(reply.get("traceback", ""))[-8192:]
     detail = f"{message}\n{tb}".strip()
-    if kind == "compile_error":
-        raise Verdict(Status.compile_error, f"compile error while {where}: {detail}" if where.startswith("load")
+    if kind == vocab.Verdict.compile_error:
+        raise RunEnded(vocab.Verdict.compile_error, f"compile error while {where}: {detail}" if where.startswith("load")
                        else f"compile error in {where}: {detail}")
     if kind == "runtime_error":
-        raise Verdict(Status.error, f"runtime error in {where}: {detail}")
+        raise RunEnded(vocab.Verdict.error, f"runtime error in {where}: {detail}")
     raise ProtocolViolation(f"unexpected answer: {message}")
 
 
@@ -64,10 +68,10 @@ def raise_on_tampering(child: SubmissionProcess, reply: dict[str, Any], where: s
     tampered = reply.get("tampered")
     if tampered:
         names = ", ".join(str(n)[:100] for n in list(tampered)[:10]) if isinstance(tampered, list) else "?"
-        raise Verdict(Status.rejected, f"rejected in {where}: the submission replaced functions the harness "
+        raise RunEnded(vocab.Verdict.rejected, f"rejected in {where}: the submission replaced functions the harness "
                                         f"relies on ({names})")
     if child.integrity is None or reply.get("integrity") != child.integrity:
-        raise Verdict(Status.rejected, f"rejected in {where}: the functions the harness relies on are no longer "
+        raise RunEnded(vocab.Verdict.rejected, f"rejected in {where}: the functions the harness relies on are no longer "
                                         f"those it started with (replaced, and the child's tripwire record re-taken)")
 
 
@@ -89,7 +93,7 @@ def read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) -> 
 
     Raises:
         ProtocolViolation: an output description that does not fit its slot.
-        Verdict: ``failed``, an output in a mapping of the input slots (the child's own alias
+        RunEnded: ``failed``, an output in a mapping of the input slots (the child's own alias
             rule, :func:`~kernelrank.runner.submission.child._alias`, seen through another mapping).
     """
     if reply.get("out") is None or reply.get("alias"):  # an alias the child saw fails by its message
@@ -97,7 +101,7 @@ def read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) -> 
     try:
         return child.arena.read_output(reply["out"], child.memory, index)
     except AliasedOutput as e:
-        raise Verdict(Status.failed, f"{child.runs}'s output {e}") from None
+        raise RunEnded(vocab.Verdict.failed, f"{child.runs}'s output {e}") from None
     except SlotError as e:
         raise ProtocolViolation(str(e)) from None
 

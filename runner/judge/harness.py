@@ -1,68 +1,28 @@
-"""The harness: one judge for every problem, mode and device.
+"""The harness: one judge for every problem, mode and device (:func:`evaluate`).
 
-:func:`evaluate` is the only place where a verdict or a time is decided; the numbers it decides
-with come from :mod:`~kernelrank.runner.stats` (pure functions, tested on recorded timings): this
-module only orchestrates. The judge (this process)
+Read it top to bottom: :func:`evaluate` starts the submission's process (isolated, contained,
+bounded by the compile budget) and loads it; then the mode's flow runs, one linear function each
+(:func:`test_mode`, :func:`timed_mode` for benchmark and leaderboard, :func:`profile_mode`); every
+crash, exit, hang, compile failure or protocol breach becomes a verdict, and every process of the
+job is killed and its folder removed. The steps the flows call are the evaluation's, in this room:
 
-1. loads the problem's reference (trusted) and starts a :class:`SubmissionProcess` for the
-   submitted code, bounded by the problem's compile budget while it loads and builds;
-2. checks every test case's output itself (:func:`~kernelrank.runner.judge.checking.check_output`)
-   against the reference it computes;
-3. in timed modes (benchmark, leaderboard) starts children that run the reference *as a
-   submission* (:func:`~kernelrank.runner.judge.answers.reference_submission`: same protocol, same kind of process, same
-   containment), and more of the submission, and times the two sides **in pairs**, the pairs
-   timed by several pairs of processes (:meth:`_Evaluation.processes`: a process's lasting
-   speed is averaged over them, and the interval sees how much they differ), the cases in rounds
-   (:meth:`_Evaluation._rounds`: in round ``r`` each case gets a slice of its budget on pair
-   ``r % K``, so every case is timed at several moments of the run, on every pair): per slice of
-   a benchmark case, batches of fresh input sets and
-   their expected outputs are prepared first (in leaderboard mode from seeds derived from a secret
-   the children never see; made by the problem's ``derive_input`` from a pool of a few drawn sets
-   where it has one, :data:`~kernelrank.runner.judge.inputsets.POOL_SETS`, and then checked against the
-   reference process's output
-   on the same set, the judge's own reference deciding where they disagree:
-   :meth:`_Evaluation._check_derived`); then, per group of sets, the submission and the reference each get
-   one request holding those sets, one call on each (on the CPU as many sets as
-   :data:`~kernelrank.runner.judge.timed.REQUEST_SECONDS` of calls hold, so the judge's path of 2-3 ms per request is paid once
-   for many calls; one on CUDA), in alternating order (:func:`~kernelrank.runner.judge.pairs.submission_first`), each placed in
-   its own shared slots while both are frozen, each thawed only for its own request (so neither
-   can run while the other is timed); after each such pair of requests every output of the
-   submission is checked as it is read, piece by piece, where its child left it, and every output
-   of the reference is read alike. Before a case's first timed request each process is readied
-   for the case's request shape (:meth:`_Evaluation._reserve`: its slots mapped, its heap given
-   free memory, all faulted in), and a pair counts only once both of its processes are warm
-   (one of their requests page-faulted next to never, :meth:`~kernelrank.runner.judge.pairs.Side.settle`): the pairs before
-   are timed and checked, not counted. Each request counts for its claims or the
-   judge's window less the reference's overhead (:func:`~kernelrank.runner.judge.judging.judged_times`);
-   each pair of requests on the same sets gives a ratio,
-   and the case's speedup and its 95% interval come from those ratios
-   (:func:`~kernelrank.runner.stats.paired_speedup`); a case is timed until the stop rule says
-   (:func:`~kernelrank.runner.judge.judging.stop_rule`: precise enough, budget spent, or still too noisy
-   at the cap). The case's time is the reference time (the service's calibration for the
-   revision and device queue, or this run's) divided by its speedup; the score is their
-   geometric mean, not ranked when its interval is too wide
-   (:func:`~kernelrank.runner.stats.run_noisy`);
-4. turns every crash, exit, hang, compile failure or protocol breach into a verdict, kills every
-   process of the children's sandboxes and removes their folders.
+- test cases: :meth:`_Evaluation._run_tests` (outputs checked by the judge,
+  :func:`~kernelrank.runner.judge.checking.check_output`, against the reference it computes);
+- the timed phase (:mod:`~kernelrank.runner.judge.timed`): the reference run *as a submission*
+  in children of its own, both sides timed in pairs on fresh input sets
+  (:mod:`~kernelrank.runner.judge.inputsets`; leaderboard: from a secret the children never see),
+  each request in a window of its own (:mod:`~kernelrank.runner.judge.windows`), outputs read and
+  checked where the child left them (:mod:`~kernelrank.runner.judge.outputs`), claims judged
+  (:mod:`~kernelrank.runner.judge.judging`), pairs made a speedup with its interval and a score
+  (:mod:`~kernelrank.runner.stats`);
+- profile: :meth:`_Evaluation._profile`.
 
-Countermeasures beyond checking values (each ends the run with a reason):
-
-- the child runs isolated (:mod:`~kernelrank.runner.containment.isolation`) and contained
-  (:mod:`~kernelrank.runner.containment.cgroups`: frozen outside its own requests); the isolation in force,
-  measured from ``/proc``, is recorded in the result, and ``require_network_isolation`` refuses to
-  run submitted code where the network cannot be cut;
-- an output sharing memory with an input or with the previous call's output fails its case;
-- functions the child's harness relies on found replaced (a tripwire inside the child, see
-  :mod:`~kernelrank.runner.submission.integrity`), or claims the judge's clock cannot support
-  (:func:`~kernelrank.runner.judge.judging.wall_check`), reject the run;
-- a speedup over the reference beyond the problem's ``review_speedup`` marks a passing result
-  ``needs_review`` for an administrator.
-
-Modes (GPU MODE's): ``test`` checks every test case; ``benchmark`` also times every benchmark case
-against the reference, in pairs on fresh inputs; ``leaderboard`` does the same with secret seeds
-and scores the run; ``profile`` runs the benchmark cases under ``torch.profiler``. Triton kernels
-run under Triton's interpreter on the CPU: such a run is judged for correctness, its times are
-marked ``interpreted`` and it gets no score.
+Countermeasures beyond checking values: isolation and containment
+(:mod:`~kernelrank.runner.containment`), outputs sharing memory with an input fail, the tripwire
+(:mod:`~kernelrank.runner.submission.integrity`) and claims the judge's clock cannot support reject
+the run, a speedup beyond the problem's ``review_speedup`` marks it ``needs_review``. Triton
+kernels on the CPU run under Triton's interpreter: judged for correctness, ``interpreted``, no
+score. The method and its guarantees: docs/judging.md; the threat model: docs/security.md.
 """
 
 from __future__ import annotations
@@ -79,21 +39,24 @@ from typing import Any, Callable
 
 import torch
 
+from kernelrank import vocab
 from kernelrank.format import duration, speedup
-from kernelrank.problems import Mode, ProblemSpec
+from kernelrank.problems import ProblemSpec
 from kernelrank.runner.host import gpuinfo
 from kernelrank.runner.containment import isolation_check, pch
-from kernelrank.runner.judge.answers import Verdict, out_room, raise_on_error, raise_on_tampering, read_output
+from kernelrank.runner.judge.answers import RunEnded, out_room, raise_on_error, raise_on_tampering, read_output
 from kernelrank.runner.judge.checking import check_output
 from kernelrank.runner.submission.steady import resolve_vector_math, steady_allocator
 from kernelrank.runner.host.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.judge.inputsets import InputSets
 from kernelrank.runner.containment.rlimits import SandboxLimits
 from kernelrank.runner.judge.outputs import OutputChecks
-from kernelrank.runner.results import CaseResult, EvalResult, Status
+from kernelrank.runner.results import CaseResult, EvalResult
 from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
 from kernelrank.runner.judge.timed import TimedPhase
 from kernelrank.runner.judge.windows import Requests
+from kernelrank.vocab import DEVICE_CLASSES, CaseKind, DeviceClass, Mode, parse_mode
+
 Event = Callable[[dict[str, Any]], None]
 
 PROFILE_TABLE_LIMIT = 64 * 1024
@@ -166,9 +129,8 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
         ValueError: unknown mode or device.
         RuntimeError: ``cuda`` requested with no CUDA device.
     """
-    if mode not in ("test", "benchmark", "leaderboard", "profile"):
-        raise ValueError(f"unknown mode {mode!r}")
-    if device not in ("cpu", "cuda"):
+    parse_mode(mode)  # ValueError: not a mode
+    if device not in DEVICE_CLASSES:
         raise ValueError(f"unknown device {device!r}")
     # the judge allocates inputs, references and check temporaries of up to tens of MiB per timed
     # call: with glibc's moving thresholds each could land in fresh pages (checking a 16 MiB
@@ -186,7 +148,7 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         self.spec, self.source, self.mode, self.device, self.options = spec, source, mode, device, options
         self.definition = spec.definition
         self.reference = spec.reference_module()
-        self.threads = cpu_threads(options.threads) if device == "cpu" else 0
+        self.threads = cpu_threads(options.threads) if device == DeviceClass.cpu else 0
         self.cpus = cpu_threads(0)  # every CPU this process may use
         self.info: DeviceInfo = device_info(device, self.threads)
         self.secret = options.secret if options.secret is not None else secrets.randbits(63)
@@ -195,8 +157,8 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         self.limits = options.limits.resolved(device, budgets.compile + budgets.for_mode(mode))
         self.method = "none"
         self._called: set[int] = set()  # children that made their first call
-        # [issue 16] CUDA-graph timing where the problem allows it (timing.cuda.cuda_graph)
-        self._graphs = device == "cuda" and self.definition.timing["cuda"].cuda_graph
+        # CUDA-graph timing where the problem allows it (timing.cuda.cuda_graph)
+        self._graphs = device == DeviceClass.cuda and self.definition.timing[DeviceClass.cuda].cuda_graph
         #: prepares a batch's input sets (timed modes, children frozen)
         self._pool: ThreadPoolExecutor | None = None
         self._local = threading.local()
@@ -216,55 +178,46 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
 
     def _run(self) -> EvalResult:
         started = time.monotonic()
-        result = EvalResult(Status.passed, self.mode, self.spec.name, self.spec.revision, self.device,
+        result = EvalResult(vocab.Verdict.passed, self.mode, self.spec.name, self.spec.revision, self.device,
                             device_info=self.info.to_dict())
-        if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16] clocks recorded with every run
+        if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only: clocks recorded with every run
             result.device_info["clocks"] = {"start": gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))}
         self.method, why = isolation_check.choose(self.options.isolation)
         result.isolation = {"method": self.method, "network": "none" if self.method == "none" else "netns"}
         if self.options.require_network_isolation and self.method == "none":
-            result.status = Status.rejected
+            result.status = vocab.Verdict.rejected
             result.message = ("rejected: this evaluation requires the submitted code's network to be isolated, "
                               f"and this machine cannot do it ({why}); the submission was not run")
             return result
         child = self._start(self.source)
         if self.options.require_containment and child.containment == "none":
             child.close(graceful=False)
-            result.status = Status.rejected
+            result.status = vocab.Verdict.rejected
             result.message = ("rejected: this evaluation requires the submitted code to be contained (a cgroup frozen "
                               "outside its calls), and this machine offers no writable cgroup; the submission was not run")
             return result
         try:
             result.isolation = self._load(child)
             deadline = time.monotonic() + self.definition.budgets.for_mode(self.mode)
-            self._phase("test")
-            result.cases.extend(self._run_tests(child, deadline))
-            result.interpreted = any(c.interpreted for c in result.cases)
-            if not all(c.passed for c in result.cases):
-                raise Verdict(Status.failed, _first_failure(result.cases))
-            if self.mode in ("benchmark", "leaderboard"):
-                self._timed_phase(child, result, deadline)
-            elif self.mode == "profile":
-                self._phase("profile")
-                result.profile = self._profile(child, deadline)
+            MODE_FLOWS[Mode(self.mode)](self, child, result, deadline)
             result.message = _summary(result)
             self._review(result)
-        except Verdict as v:
+        except RunEnded as v:
             result.status, result.message = v.status, v.message
         except ChildTimeout:
-            result.status = Status.timeout
+            result.status = vocab.Verdict.timeout
             result.message = f"timeout: {self._where} did not finish within its time budget; the process was killed"
         except ChildDied as e:
-            result.status = Status.error
+            result.status = vocab.Verdict.error
             result.message = f"runtime error in {self._where}: {e}"
         except ProtocolViolation as e:
-            result.status = Status.rejected
+            result.status = vocab.Verdict.rejected
             result.message = f"rejected in {self._where}: {e}"
         finally:
             child.close()
             result.logs = _merged_logs(child.logs(), self._extra_logs)
             result.duration_s = time.monotonic() - started
-            if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16]
+            if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only
                 result.device_info["clocks"]["end"] = gpuinfo.run_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"))
         return result
 
@@ -293,9 +246,10 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         deadline = time.monotonic() + self.definition.budgets.compile
         measured = child.start(deadline)
         if self.options.require_network_isolation and measured.get("network") != "netns":
-            raise Verdict(Status.rejected, "rejected: network isolation is required, and the submission's process "
-                                            "was found with network access; the submission was not loaded")
-        # [issue 17] an imported problem's reference may ship modules and an adapter for submissions
+            raise RunEnded(vocab.Verdict.rejected, "rejected: network isolation is required, and the submission's "
+                                                  "process was found with network access; the submission was not "
+                                                  "loaded")
+        # an imported problem's reference may ship modules and an adapter for submissions
         extra = {k: v for k, v in (("modules", getattr(self.reference, "SUBMISSION_MODULES", None)),
                                    ("adapter", getattr(self.reference, "SUBMISSION_ADAPTER", None))) if v}
         self._guard(child, child.request({"op": "load", **extra}, deadline, max_bytes=REPLY_SLACK_BYTES))
@@ -315,7 +269,7 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         its slot (``None`` when the output is not a plain tensor, or with ``read=False``).
 
         Raises:
-            Verdict: ``timeout`` naming the case when the call's own deadline passed.
+            RunEnded: ``timeout`` naming the case when the call's own deadline passed.
         """
         first = id(child) not in self._called
         self._called.add(id(child))
@@ -323,15 +277,16 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         own = time.monotonic() + allowed
         try:
             reply = child.request({"op": "go", "inputs": layout, "repeat": repeat, "direct": child.memory is not None,
-                                   # [issue 16] every request alike (tests too): graphs where the problem asks for them
+                                   # every request alike (tests too): graphs where the problem asks for them
                                    **({"graph": True} if self._graphs else {})},
                                   min(deadline, own),
                                   max_bytes=REPLY_SLACK_BYTES)
         except ChildTimeout:
             if own < deadline:
-                raise Verdict(Status.timeout, f"timeout: {self._where}: the call did not return within its deadline "
-                                               f"of {allowed:.0f} s ({'first call' if first else 'calls after the first'}"
-                                               f"; the process was killed)") from None
+                raise RunEnded(vocab.Verdict.timeout, f"timeout: {self._where}: the call did not return within its "
+                                                     f"deadline of {allowed:.0f} s ("
+                                                     f"{'first call' if first else 'calls after the first'}"
+                                                     f"; the process was killed)") from None
             raise
         self._guard(child, reply)
         return reply, (read_output(child, reply, 0) if read else None)
@@ -417,20 +372,20 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         table = reply.get("table")
         profile: dict[str, Any] = {
             "table": str(table)[:PROFILE_TABLE_LIMIT],
-            "sort_by": "self_cuda_time_total" if self.device == "cuda" else "self_cpu_time_total",
+            "sort_by": "self_cuda_time_total" if self.device == DeviceClass.cuda else "self_cpu_time_total",
             "trace_file": None,
-            "proton": "Proton needs a GPU: not run on the cpu device" if self.device == "cpu" else None,
+            "proton": "Proton needs a GPU: not run on the cpu device" if self.device == DeviceClass.cpu else None,
         }
         stem = f"{self.spec.name}-{self.device}-{int(time.time())}"
         if self.options.trace_dir is not None:
             profile["trace_file"] = child.copy_out("trace.json", self.options.trace_dir / f"{stem}.trace.json",
                                                    TRACE_FILE_LIMIT)
-        if self.device == "cuda":  # pragma: no cover - GPU-only: [issue 16] Proton in a process of its own
+        if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only: Proton in a process of its own
             profile["proton"] = self._proton(sets, labels, deadline, stem)
         return profile
 
     def _proton(self, sets: list[Any], labels: list[str], deadline: float, stem: str) -> str | None:  # pragma: no cover - GPU-only
-        """[issue 16] Proton in a second child: CUPTI takes one subscriber, which ``torch.profiler``
+        """Proton in a second child: CUPTI takes one subscriber, which ``torch.profiler``
         holds in the first. The hatchet file's copy, or what went wrong (profiling is advisory)."""
         outer = self._where
         self._where = "profiling the benchmark cases with Proton"
@@ -446,6 +401,41 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         finally:
             child.close()
             self._where = outer
+
+
+# -- the modes: each one linear function over the evaluation's steps -----------------------------
+def test_mode(ev: _Evaluation, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
+    """``test``: every test case's output checked against the reference's on the case's seed.
+
+    Raises:
+        RunEnded: ``failed`` naming the first failing case (and how many more).
+    """
+    ev._phase("test")
+    result.cases.extend(ev._run_tests(child, deadline))
+    result.interpreted = any(c.interpreted for c in result.cases)
+    if not all(c.passed for c in result.cases):
+        raise RunEnded(vocab.Verdict.failed, _first_failure(result.cases))
+
+
+def timed_mode(ev: _Evaluation, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
+    """``benchmark`` and ``leaderboard``: the tests, then every benchmark case timed in pairs beside
+    the reference on fresh inputs (leaderboard: drawn from secret seeds, and the run scored):
+    :meth:`~kernelrank.runner.judge.timed.TimedPhase._timed_phase`."""
+    test_mode(ev, child, result, deadline)
+    ev._timed_phase(child, result, deadline)
+
+
+def profile_mode(ev: _Evaluation, child: SubmissionProcess, result: EvalResult, deadline: float) -> None:
+    """``profile``: the tests, then the benchmark cases under ``torch.profiler`` (and Proton on a
+    GPU); the table and trace in ``result.profile``."""
+    test_mode(ev, child, result, deadline)
+    ev._phase("profile")
+    result.profile = ev._profile(child, deadline)
+
+
+#: What each mode does once the submission is loaded.
+MODE_FLOWS: dict[Mode, Callable[[_Evaluation, SubmissionProcess, EvalResult, float], None]] = {
+    Mode.test: test_mode, Mode.benchmark: timed_mode, Mode.leaderboard: timed_mode, Mode.profile: profile_mode}
 
 
 def _merged_logs(first: dict[str, str], extra: list[tuple[int, dict[str, str]]]) -> dict[str, str]:
@@ -467,9 +457,9 @@ def _first_failure(cases: list[CaseResult]) -> str:
 
 
 def _summary(result: EvalResult) -> str:
-    tests = [c for c in result.cases if c.kind == "test"]
+    tests = [c for c in result.cases if c.kind == CaseKind.test]
     msg = f"all {len(tests)} test cases passed"
-    bench = [c for c in result.cases if c.kind == "benchmark"]
+    bench = [c for c in result.cases if c.kind == CaseKind.benchmark]
     if bench:
         msg += f"; {len(bench)} benchmark cases timed"
     if result.interpreted:

@@ -15,13 +15,14 @@ import torch
 from kernelrank.problems import Case
 from kernelrank.runner.judge.answers import data_nbytes, mix_seed, out_room
 from kernelrank.runner.judge.pairs import InputSet, PairedCase
+from kernelrank.vocab import DeviceClass
 
 
 #: Input sets a timed case draws with the problem's ``generate_input`` (its warm-up's and the rest
 #: at its opening) when its reference also defines ``derive_input``: every timed set is then made
 #: from two of these by that function (:meth:`_Evaluation._derive`), at a tenth of the cost
 #: (a 4M-value softmax set: ``torch.randn`` and rounding 11-13 ms of a judge's thread, a mix
-#: of two pooled sets 1.2-1.7 ms; docs/research/bench-history.md, issue 14).
+#: of two pooled sets 1.2-1.7 ms; docs/research/bench-history.md).
 POOL_SETS = 3
 
 
@@ -57,7 +58,7 @@ class InputSets:
         started = time.perf_counter()
         with torch.no_grad():
             ref = self.reference.ref_kernel(data)
-        if self.device == "cuda":  # pragma: no cover - GPU-only
+        if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only
             torch.cuda.synchronize()
         self._local.ref_s = time.perf_counter() - started
         return ref

@@ -92,14 +92,13 @@ WALL_JITTER_NS = 30_000
 OVERHEAD_QUANTILE = 0.1
 #: ... and the allowance a request of either side may leave unexplained before its claims give way
 #: to the judge's figure (:func:`judged_times`) is this quantile: high, so that an honest request's
-#: claims stand (the path's overhead varies from request to request by ±0.3-2 ms on this
-#: project's VMs). The judged time of an honest request must not carry the path: that overhead
-#: is the same few ms on both sides, so it pulled every speedup towards 1 (issue 14: a case whose
-#: claims read 0.36x was reported 0.48x when the allowance was capped at 0.5 ms against a path of
-#: 2-7 ms per request). A lie gains at most the allowance less its own path's overhead.
+#: claims stand (the path's overhead varies from request to request by ±0.3-2 ms). The judged
+#: time of an honest request must not carry the path: that overhead is the same few ms on both
+#: sides, so it would pull every speedup towards 1 (claims of 0.36x read 0.48x with the allowance
+#: capped at 0.5 ms). A lie gains at most the allowance less its own path's overhead.
 ALLOWANCE_QUANTILE = 0.9
 #: Most the gross-lie rule allows for the reference's overhead (:func:`wall_check`; an idle
-#: machine's path: 0.3-3 ms a request here, depending on how fast the child freezes): a machine
+#: machine's path: 0.3-3 ms a request, depending on how fast the child freezes): a machine
 #: busy enough to stretch the reference's windows does not make room for a lie there.
 OVERHEAD_CAP_NS = 500_000
 #: A run whose claims leave, on a quarter of its requests or more, more than twice the reference's
@@ -113,16 +112,15 @@ WALL_QUANTILE = 0.25
 MIN_EXPLAINED_FRACTION = 0.5
 #: Least CPU time of the child's main thread per request outside its call that the rule allows
 #: for (its bookkeeping: the request's JSON, the tripwire's snapshot, describing the output;
-#: measured up to 0.55 ms per request here at load 8). The reference's own figure (its main
+#: up to 0.55 ms per request at load 8). The reference's own figure (its main
 #: thread's CPU time less its claims) is only a lower bound: a call that waits (a busy machine, a
 #: reference that sleeps) claims more than it uses, and an honest fast kernel was rejected beside
 #: such a reference.
 MAIN_OVERHEAD_FLOOR_NS = 500_000
 #: What each call of a request beyond its first adds to both allowances of the gross-lie rule: the
 #: child's own work per call outside the claim (building the input set's views, the alias check,
-#: describing the output: 190-260 µs of the calling thread's CPU per call measured on the 2-vCPU
-#: Xeon, 16 calls a request of a 7 µs kernel, doubled like the other terms; at 150 µs an honest
-#: fast kernel beside a slow reference was rejected one run in two). Requests of several calls
+#: describing the output: 190-260 µs of the calling thread's CPU per call, doubled like the other
+#: terms; 150 µs rejected an honest fast kernel beside a slow reference). Requests of several calls
 #: (the CPU's, ``timed.REQUEST_SECONDS``) would otherwise be held to a single call's allowance. It
 #: buys no time: each request still counts for its window less the path, and its job's CPU time.
 BOOKKEEPING_PER_CALL_NS = 500_000
@@ -214,7 +212,7 @@ def wall_check(claims: Sequence[int], windows: Sequence[int], main_cpu: Sequence
     main_unexplained = [m - c for m, c in zip(main_cpu, per_request)]
     low = quantile(unexplained, WALL_QUANTILE)
     # the overhead capped: with the reference timed in the same run, a machine
-    # busy enough to stretch its windows by 15-20 ms (seen at load 10 here) would otherwise allow a
+    # busy enough to stretch its windows by 15-20 ms (at load 10) would otherwise allow a
     # lie of that size; then the calling thread's CPU time below is what tells load from a lie
     extra = (max(sizes) - 1) * BOOKKEEPING_PER_CALL_NS if sizes else 0
     allowed = 2 * min(overhead_ns, OVERHEAD_CAP_NS) + WALL_SLACK_NS + extra
@@ -243,7 +241,7 @@ def wall_check(claims: Sequence[int], windows: Sequence[int], main_cpu: Sequence
 
 
 # -- the judge's cross-check of claims at kernel scale -------------------------------------------
-# On CUDA (issue 16): :meth:`~kernelrank.runner.judge.pairs.PairedCase.judged` judges both sides so.
+# On CUDA, :meth:`~kernelrank.runner.judge.pairs.PairedCase.judged` judges both sides so.
 #
 # A single request's window (thaw to frozen) carries tens to hundreds of µs of fixed overhead
 # (freezer, socket, the child's bookkeeping, the whole-device synchronize) and jitter of the same

@@ -1,12 +1,12 @@
-"""The output check's quick rule in one native pass over a piece (issue 14).
+"""The output check's quick rule in one native pass over a piece.
 
 The judge checks every output of every timed call (:func:`kernelrank.runner.judge.checking.close_to_reader`),
 piece by piece as it reads them, by the quick rule: every ``|o - r| - (|r| * rtol + atol)`` is at
 most 0, computed in float32. In torch that is seven passes over a piece (nine for bfloat16,
 converted first), and it was the largest part of a softmax case's checking: 2.2 ms of a bfloat16
-input set's 4.1 ms (docs/research/bench-history.md, issue 14, section 17). This module compiles a few lines of C
+input set's 4.1 ms (docs/research/bench-history.md, section 17). This module compiles a few lines of C
 that make the same decision in one pass: about 0.7 ms for 4M bfloat16 values, 1.2 ms for float32,
-against 4.2 and 3.4 ms for the torch passes on the same data (this project's AMD EPYC VM).
+against 4.2 and 3.4 ms for the torch passes on the same data.
 
 The decision is bit for bit the torch rule's: float32 arithmetic, each operation rounded on its own
 (``-ffp-contract=off``: no fused multiply-add, as torch's separate operations; no fast-math), the

@@ -30,8 +30,8 @@ class OutputChecks:
         The reference's outputs are read alike, piece by piece, and dropped (its output on the
         first set of the case was checked in its warm-up): reading a side's outputs leaves their
         pages in the caches its next outputs are written to, and reading only the submission's
-        favoured it (+10% on a case of a kernel identical to the reference: docs/research/bench-history.md,
-        issue 14). The sides' outputs are read in ``order``, the order their requests ran, which
+        favoured it (+10% on a case of a kernel identical to the reference: docs/research/bench-history.md).
+        The sides' outputs are read in ``order``, the order their requests ran, which
         alternates (:func:`submission_first`): neither side's always read last.
 
         Sets derived from the case's pool have no expected output of the judge's: each output of
@@ -86,7 +86,7 @@ class OutputChecks:
         output fails on the reference process's word alone, and the only way it could make a
         wrong output pass is to agree with it, which the submission cannot make it do.
         GEMM's cases spent 84-85% of their preparing on the judge's own reference call per set
-        (docs/research/bench-history.md, issue 14).
+        (docs/research/bench-history.md).
 
         Raises:
             ReferenceFailed: the reference's output is unreadable, not of the first set's dtype
@@ -115,7 +115,7 @@ class OutputChecks:
 
         # the sets in the judge's threads, one per CPU (both children are frozen): the reads
         # (process_vm_readv) and the native rule release the GIL, so two sets are read and
-        # compared at once (docs/research/bench-history.md, issue 14); their answers are taken in call order
+        # compared at once (docs/research/bench-history.md); their answers are taken in call order
         for j, (s, passed) in enumerate(zip(sets, self._in_threads(quick, list(range(len(sets)))))):
             if isinstance(passed, str):
                 raise ReferenceFailed(passed)

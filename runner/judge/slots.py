@@ -35,13 +35,12 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from kernelrank.runner.slotformat import ALIGN, SlotError, aligned
 from kernelrank.runner.wire import DTYPES, dtype_name
 
 if TYPE_CHECKING:
     from kernelrank.runner.judge.device_slots import DeviceSlots
 
-#: Every tensor starts on a multiple of this many bytes (cache line; also SIMD loads).
-ALIGN = 128
 #: The memory file grows in steps of at least this many bytes.
 GROW_BYTES = 1 << 20
 #: Largest copy :meth:`Arena.place_sets` hands its ``copy`` at once: 4 MiB, so that a request's
@@ -49,30 +48,15 @@ GROW_BYTES = 1 << 20
 COPY_PIECE_BYTES = 4 << 20
 
 
-def _align(n: int) -> int:
-    return (n + ALIGN - 1) // ALIGN * ALIGN
-
-
 def nbytes(value: Any) -> int:
     """Bytes the tensors of a nested value take once placed (aligned)."""
     if isinstance(value, torch.Tensor):
-        return _align(value.numel() * value.element_size())
+        return aligned(value.numel() * value.element_size())
     if isinstance(value, (list, tuple)):
         return sum(nbytes(v) for v in value)
     if isinstance(value, dict):
         return sum(nbytes(v) for v in value.values())
     return 0
-
-
-#: ``madvise`` advice that faults a range in, writable, without touching it (Linux 5.14+).
-MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
-#: ``madvise`` advice that lets transparent huge pages back a range (where the host's THP setting
-#: is ``madvise`` or ``always``).
-MADV_HUGEPAGE = getattr(mmap, "MADV_HUGEPAGE", 14)
-
-
-class SlotError(ValueError):
-    """A layout or output description that does not fit the memory file."""
 
 
 class Arena:
@@ -138,10 +122,9 @@ class Arena:
         With ``direct`` (CPU outputs read from the child's memory: ``go``'s ``direct``), the
         output slots take no room in the file: each one's size still bounds its output, and all of
         them start past the last input set, which the child never writes to (its outputs are
-        where its kernel left them). Reserved, the rooms were most of the file, which the child's
-        first request of a larger layout mapped in whole (the pages made and zeroed there: 215 MiB
-        and 0.5 s for five softmax sets of 16 MiB, in each process of each side: docs/research/bench-history.md,
-        issue 14).
+        where its kernel left them). Reserved, the rooms would be most of the file, which the
+        child's first request of a larger layout maps in whole (215 MiB and 0.5 s of pages made and
+        zeroed for five softmax sets of 16 MiB, in each process: docs/research/bench-history.md).
 
         ``copy``: does the copies, a list of ``(destination, source)`` byte tensors of at most
         :data:`COPY_PIECE_BYTES` each (the judge's threads: :func:`copy_pieces`); default: one
@@ -152,14 +135,14 @@ class Arena:
         """
         if self.device is not None:
             raise SlotError("device slots take one input set per request")
-        room = _align(out_bytes)
+        room = aligned(out_bytes)
         inputs = sum(nbytes(d) for d in sets)
         self._ensure(inputs + (0 if direct else room * len(sets)) + ALIGN)
         assert self._map is not None
         whole = torch.frombuffer(self._map, dtype=torch.uint8)
         cursor, trees, offsets, pending = [0], [], [], []
         for data in sets:
-            trees.append(_place(data, whole, cursor, pending))
+            trees.append(place_tree(data, whole, cursor, pending))
             offsets.append(inputs if direct else cursor[0])
             if not direct:
                 cursor[0] += room
@@ -192,7 +175,7 @@ class Arena:
         if self.device is not None:
             return self.device.read_output(desc)
         out_offset, out_bytes = self._out_slot(index)
-        dtype, shape, numel, size = _described(desc, out_bytes)
+        dtype, shape, numel, size = checked_output(desc, out_bytes)
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
         if "addr" in desc:
@@ -224,7 +207,7 @@ class Arena:
             flat = whole.view(-1)
             return whole.dtype, list(whole.shape), lambda a, b: flat[a:b]
         out_offset, out_bytes = self._out_slot(index)
-        dtype, shape, numel, size = _described(desc, out_bytes)
+        dtype, shape, numel, size = checked_output(desc, out_bytes)
         item = size // numel if numel else 1
         if "addr" in desc:
             addr = _address(desc, memory, size)
@@ -332,12 +315,12 @@ class ChildMemory:
     child left them (:meth:`Arena.output_reader`), never copied inside its timed window.
 
     Two ways in, the same bytes: ``process_vm_readv(2)`` (one copy, straight into the judge's
-    buffer: a 16 MiB output in 1.7 ms on this project's AMD EPYC VM, in 256 KiB pieces), and
-    ``/proc/<pid>/mem`` (the kernel copies through a page of its own: 4.3 ms; docs/research/bench-history.md,
-    issue 14). The file, opened once the child proved it readable (:meth:`open`), is the
-    fallback wherever the call is refused (a seccomp profile, a kernel without it, a child that
-    made itself undumpable after its start). ``process_vm_readv`` names the process by its pid,
-    which could name another process once the child has died and been reaped; so each read is
+    buffer: a 16 MiB output in 1.7 ms, in 256 KiB pieces), and ``/proc/<pid>/mem`` (the kernel
+    copies through a page of its own: 4.3 ms; docs/research/bench-history.md). The file, opened
+    once the child proved it readable (:meth:`open`), is the fallback wherever the call is refused
+    (a seccomp profile, a kernel without it, a child that made itself undumpable after its start).
+    ``process_vm_readv`` names the process by its pid, which could name another process once the
+    child has died and been reaped; so each read is
     followed by a look at the child's pidfd (``pidfd_open(2)``): a child that has exited by then
     may have been gone during the read, and the read fails (:class:`SlotError`). Without a pidfd
     (kernels before 5.3) only the file is used.
@@ -355,7 +338,7 @@ class ChildMemory:
 
     def watch_slots(self, fd: int) -> None:
         """Refuse outputs in any mapping of the memory file ``fd`` (the slots): a second mapping
-        of it would let an output alias an input at another address (issue 43)."""
+        of it would let an output alias an input at another address."""
         st = os.fstat(fd)
         self._slots = (st.st_dev, st.st_ino)
 
@@ -479,7 +462,7 @@ class ChildMemory:
         self.fd, self.pidfd, self._fast = -1, None, False
 
 
-def _described(desc: Any, room: int) -> tuple[torch.dtype, list[int], int, int]:
+def checked_output(desc: Any, room: int) -> tuple[torch.dtype, list[int], int, int]:
     """``(dtype, shape, elements, bytes)`` of an output the child described, checked against a slot
     of ``room`` bytes.
 
@@ -502,12 +485,12 @@ def _described(desc: Any, room: int) -> tuple[torch.dtype, list[int], int, int]:
 
 
 def copy_pieces(pending: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-    """Do the copies :func:`_place` left in ``pending`` (``(destination, source)``), in order."""
+    """Do the copies :func:`place_tree` left in ``pending`` (``(destination, source)``), in order."""
     for dst, src in pending:
         dst.copy_(src)
 
 
-def _place(v: Any, whole: torch.Tensor, cursor: list[int],
+def place_tree(v: Any, whole: torch.Tensor, cursor: list[int],
            pending: list[tuple[torch.Tensor, torch.Tensor]] | None = None) -> Any:
     """Copy the tensors of ``v`` into ``whole`` (a byte tensor over the slots: host memory or, on
     CUDA, the device buffer) from ``cursor[0]`` on; the layout tree. Given ``pending``, the
@@ -528,11 +511,11 @@ def _place(v: Any, whole: torch.Tensor, cursor: list[int],
                 pending.append((whole[cursor[0] + a:cursor[0] + b], src[a:b]))
         out = {"__slot__": cursor[0], "dtype": dtype_name(t.dtype), "shape": list(t.shape),
                "device": v.device.type}
-        cursor[0] += _align(n)
+        cursor[0] += aligned(n)
         return out
     if isinstance(v, (list, tuple)):
-        items = [_place(x, whole, cursor, pending) for x in v]
+        items = [place_tree(x, whole, cursor, pending) for x in v]
         return {"__tuple__": items} if isinstance(v, tuple) else items
     if isinstance(v, dict):
-        return {"__dict__": {str(k): _place(x, whole, cursor, pending) for k, x in v.items()}}
+        return {"__dict__": {str(k): place_tree(x, whole, cursor, pending) for k, x in v.items()}}
     return v

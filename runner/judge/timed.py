@@ -10,26 +10,27 @@ import statistics
 import time
 from typing import Any
 
+from kernelrank import vocab
 from kernelrank.problems import Case, CaseTiming
 from kernelrank.runner.judge import judging
 from kernelrank.runner import stats
-from kernelrank.runner.judge.answers import ReferenceFailed, Verdict, ns_list, reference_submission, set_figures
+from kernelrank.runner.judge.answers import ReferenceFailed, RunEnded, ns_list, reference_submission, set_figures
 from kernelrank.runner.judge.pairs import (Call, InputSet, PairedCase, Side, faults_per_call, judge_cores, pair_record,
                                      submission_first)
-from kernelrank.runner.results import CaseResult, EvalResult, Status
+from kernelrank.runner.results import CaseResult, EvalResult
 from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
 from kernelrank.runner.judge.slots import nbytes as slots_nbytes
 from kernelrank.runner.timing import (WARMUP_MAX_CALLS, WARMUP_MAX_REQUESTS, WARMUP_MIN_CALLS, WARMUP_SECONDS,
                                       WARM_FAULTS_PER_CALL, roofline)
+from kernelrank.vocab import DeviceClass, Mode
 
 
 #: Memory for one batch of prepared input sets of a case: their inputs and expected outputs in the
 #: judge, and their outputs, which each child holds until they are checked (where it left them,
 #: never copied whole). Sets are prepared before a batch, so between its timed requests the judge
-#: only places inputs and checks outputs (docs/research/bench-history.md: what a call costs the judge). Counting
-#: only the judge's part (8 softmax sets of 16 MiB per request instead of 5) read a kernel
-#: identical to the reference 0.985 in 6 idle runs, against 1.010 with the outputs counted
-#: (docs/research/bench-history.md, issue 14): larger requests are not neutral.
+#: only places inputs and checks outputs. The children's held outputs count too: counting only the
+#: judge's part allows larger requests, which are not neutral (an identical kernel then read 0.985
+#: against 1.010; evidence: docs/research/bench-history.md).
 BATCH_BYTES = 256 * 1024 * 1024
 
 
@@ -40,11 +41,9 @@ MAX_BATCH = 16
 #: On the CPU, a timed request holds several input sets, one call on each, so that the judge's
 #: path (thaw, two socket hops, freeze: 1.5-3 ms per request on a 2-core VM, more than the
 #: allowance a call's claim may leave unexplained) is paid once per this many seconds of calls
-#: rather than once per call (docs/research/bench-history.md, issue 14: what the judged times were made of). At
-#: 20 ms the path is still 15-42% of each window at idle (it grows with the calls: each output is
-#: described and held); 40 ms with room for twice the sets took it to 10-28%, but left 7-24 pairs
-#: per case, and more honest runs were marked too noisy (one of five at idle, and a CI run's):
-#: tried, not kept.
+#: rather than once per call. At 20 ms the path is still 15-42% of each window at idle; longer
+#: requests leave too few pairs per case, and honest runs are marked too noisy more often
+#: (evidence: docs/research/bench-history.md).
 REQUEST_SECONDS = 0.02
 
 
@@ -107,7 +106,7 @@ class TimedPhase:
             try:
                 for reference in references:
                     self._load(reference, phase=False)
-            except (ChildTimeout, ChildDied, ProtocolViolation, Verdict) as e:
+            except (ChildTimeout, ChildDied, ProtocolViolation, RunEnded) as e:
                 raise ReferenceFailed(f"the reference could not be loaded: {e}") from e
             for n, extra in enumerate(subs[1:], start=2):
                 self._load(extra, phase=False, where=f"loading the submission's timed process {n} of {k}")
@@ -136,7 +135,7 @@ class TimedPhase:
         # ranked or not by how well the score is known, not by its worst case (stats.run_noisy)
         result.noisy = stats.run_noisy(combined, len(done), self.timing.noisy_above)
         result.basis = "calibration" if calibration is not None else "run"
-        if self.mode == "leaderboard":
+        if self.mode == Mode.leaderboard:
             score, low, high = combined.scaled(stats.geometric_mean(bases))
             result.score_ns, result.score_ci_ns = score, [low, high]
 
@@ -162,7 +161,7 @@ class TimedPhase:
         :func:`~kernelrank.runner.stats.combine`).
 
         Raises:
-            Verdict: a case failed (its check, a timing claim); the cases finished before it,
+            RunEnded: a case failed (its check, a timing claim); the cases finished before it,
                 and it, are in ``result``.
         """
         paireds: list[PairedCase] = []
@@ -185,7 +184,7 @@ class TimedPhase:
                     finished[i] = None
                     if not r.passed:
                         self.emit({"event": "case", "case": r})
-                        raise Verdict(Status.failed, f"{r.label}: {r.message}")
+                        raise RunEnded(vocab.Verdict.failed, f"{r.label}: {r.message}")
                     if r.interpreted:
                         result.interpreted = True
                         self.emit({"event": "case", "case": r})
@@ -202,22 +201,22 @@ class TimedPhase:
         """Final figures of a case timed in pairs; its speedup interval and reference time (ns).
 
         Raises:
-            Verdict: ``rejected`` for timing claims the judge's clock does not support.
+            RunEnded: ``rejected`` for timing claims the judge's clock does not support.
         """
         r = paired.result
         sub, ref, overhead = paired.judged()
         main_overhead = statistics.median(paired.ref.main_unexplained()) if paired.ref.main_cpu else 0.0
         r.wall_check = judging.wall_check(paired.sub.claims, paired.sub.windows, paired.sub.main_cpu, overhead,
                                         max(0.0, main_overhead), paired.sub.sizes)
-        # the job's CPU time outside the claims, as charged (issue 43): 0 batches for honest code
+        # the job's CPU time outside the claims, as charged: 0 batches for honest code
         r.wall_check["job_cpu"] = paired.cpu_judgement()
         r.timing = stats.summarize(sub).to_dict()
         r.ref_timing = stats.summarize(ref).to_dict()
         if not r.wall_check["passed"]:
             self.emit({"event": "case", "case": r})
-            raise Verdict(Status.rejected, f"{r.label}: {r.wall_check['message']}")
+            raise RunEnded(vocab.Verdict.rejected, f"{r.label}: {r.wall_check['message']}")
         if min(sub) <= 0:  # no call takes no time: the timer in the child was tampered with
-            raise Verdict(Status.rejected, f"{r.label}: the submission's process claimed 0 ns for a call")
+            raise RunEnded(vocab.Verdict.rejected, f"{r.label}: the submission's process claimed 0 ns for a call")
         interval = paired.interval()
         assert interval is not None  # a case reaches its figures with at least one pair
         # the reference time a case's time is based on: the service's calibration, or this run's
@@ -294,10 +293,10 @@ class TimedPhase:
             side.warm_ns = int(statistics.median(warm[side.name]))
         paired.per_request = self._sets_per_request(paired, first, getattr(self.timing, self.mode))
         paired.pool = self._draw_pool(case, first)
-        if self.device == "cpu":
+        if self.device == DeviceClass.cpu:
             # two processes at a time, one per CPU (none is timed now): softmax's first case readied
             # its 8 processes (256 MiB of new pages each) in 2.6 s against 3.4 s one at a time
-            # (docs/research/bench-history.md, issue 14)
+            # (docs/research/bench-history.md)
             every = [(side, child) for side in (paired.sub, paired.ref) for child in side.children]
             self._in_threads(lambda item: self._reserve(item[0], item[1], first, paired.per_request, deadline), every)
 
@@ -407,10 +406,8 @@ class TimedPhase:
         layouts take, their pages faulted in, and its heap given as much free memory, faulted in,
         as such a request's outputs take and room for a call's temporaries (at most
         :data:`BATCH_BYTES`; the child's ``reserve``). Its first timed request then needs no new pages, so it usually counts
-        (:meth:`Side.settle`): before this, each process's first request or two at a case's
-        shape faulted on 70-215 MiB (0.1-0.5 s) and went uncounted, and a process's heap,
-        fragmented by the outputs a request holds, still grew in faults now and then
-        (``docs/research/bench-history.md``, issue 14).
+        (:meth:`Side.settle`); unreadied, a process's first request or two at a case's shape fault
+        on 70-215 MiB (0.1-0.5 s) and go uncounted (``docs/research/bench-history.md``).
 
         Raises:
             ReferenceFailed: the reference's process failed.
@@ -430,7 +427,7 @@ class TimedPhase:
         holds :data:`~kernelrank.runner.judge.judging.MIN_PAIRS` pairs (the calls taking
         :data:`TIMED_SHARE_GUESS` of it), so that short budgets still give an interval; one on
         CUDA (its calls are judged in batches of requests, :meth:`PairedCase.judged`)."""
-        if self.device != "cpu":
+        if self.device != DeviceClass.cpu:
             return 1
         call_ns = min(t for t in (paired.sub.warm_ns, paired.ref.warm_ns, 1 << 62) if t > 0)
         by_time = max(1, math.ceil(REQUEST_SECONDS * 1e9 / call_ns))

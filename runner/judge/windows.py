@@ -12,9 +12,9 @@ from typing import Any, Iterator
 
 import torch
 
-from kernelrank.runner.judge.answers import ReferenceFailed, Verdict, ns_list
+from kernelrank import vocab
+from kernelrank.runner.judge.answers import ReferenceFailed, RunEnded, ns_list
 from kernelrank.runner.judge.pairs import Call, InputSet, Side
-from kernelrank.runner.results import Status
 from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ProtocolViolation
 
 
@@ -50,7 +50,7 @@ class Requests:
             if time.monotonic() >= deadline:
                 raise
             raise ReferenceFailed(f"the reference failed in {self._where}: it did not answer") from None
-        except (ChildDied, ProtocolViolation, Verdict) as e:
+        except (ChildDied, ProtocolViolation, RunEnded) as e:
             raise ReferenceFailed(f"the reference failed in {self._where}: {e}") from e
 
     def _timed_request(self, side: Side, other: Side, sets: list[InputSet],
@@ -83,7 +83,7 @@ class Requests:
             message = (f"{self._where}: the {side.name}'s process claimed {sum(claims)} ns for "
                        f"{'a call' if len(sets) == 1 else f'{len(sets)} calls'} answered after {window} ns")
             if side.name == "submission":
-                raise Verdict(Status.rejected, message)
+                raise RunEnded(vocab.Verdict.rejected, message)
             raise ReferenceFailed(message)
         if side.other_cpu_ns is not None and other_before is not None and other_after is not None:
             side.other_cpu_ns += other_after - other_before

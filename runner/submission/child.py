@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelrank.runner.containment.isolation import SETUP_FAILED, Plan, enter, probe_report
 from kernelrank.runner.submission.steady import reserve_heap, resolve_vector_math, steady_allocator
+from kernelrank.vocab import DeviceClass
 
 SUBMISSION_FILE = "submission.py"
 _MESSAGE_LIMIT = 4096
@@ -67,7 +68,7 @@ def _own_frames(stack: traceback.StackSummary, submission: str) -> traceback.Sta
 
 
 def submission_traceback(exc: BaseException, submission: str | None = None) -> str:
-    """[issue 17] The formatted traceback of ``exc`` starting at the submission's own frame
+    """The formatted traceback of ``exc`` starting at the submission's own frame
     (``submission``: the path it was loaded from, default this folder's :data:`SUBMISSION_FILE`):
     the harness's frames that called it (this module's request loop, the timer, importlib) are
     dropped, in every chained exception too (``raise ... from``, exceptions during handling)."""
@@ -96,7 +97,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
     }
 
 
-class Worker:
+class ChildLoop:
     """Serves the judge's requests: ``hello``, ``load``, ``go``, ``profile``, ``exit``. Every answer names the watched functions found replaced, if any
     (``tampered``), and carries the fingerprint of the watched objects (``integrity``)."""
 
@@ -121,10 +122,10 @@ class Worker:
         self.interpreted = 0
         if slots_fd >= 0:
             from kernelrank.runner.submission.mapping import Mapping
-            from kernelrank.runner.judge.device_slots import CudaIpc
+            from kernelrank.runner.slotformat import CudaIpc
 
-            # [issue 16] on CUDA the judge's input sets and the output slot are device memory it shares by CUDA IPC
-            self.slots = Mapping(slots_fd, ipc=CudaIpc() if device == "cuda" else None)
+            # on CUDA the judge's input sets and the output slot are device memory it shares by CUDA IPC
+            self.slots = Mapping(slots_fd, ipc=CudaIpc() if device == DeviceClass.cuda else None)
         self.integrity = Integrity(self.timer, self)
         self.integrity.record()
 
@@ -168,7 +169,7 @@ class Worker:
         return {"ok": True, "memory_probe": self.memory_probe.data_ptr()}
 
     def op_load(self, msg: dict[str, Any]) -> dict[str, Any]:
-        # [issue 17, imported problems] modules the problem's reference ships for submissions
+        # [imported problems] modules the problem's reference ships for submissions
         # (GPU MODE's ``task``/``utils``), installed from their source text before the submission runs.
         _install_modules(msg.get("modules") or {})
         spec = importlib.util.spec_from_file_location("submission", os.path.abspath(SUBMISSION_FILE))
@@ -179,7 +180,7 @@ class Worker:
         spec.loader.exec_module(module)
         kernel = getattr(module, "custom_kernel", None)
         if not callable(kernel) and msg.get("adapter"):
-            # [issue 17] the problem's own convention (KernelBench's ``ModelNew``) made into custom_kernel
+            # the problem's own convention (KernelBench's ``ModelNew``) made into custom_kernel
             kernel = _adapt(module, str(msg["adapter"]))
         if not callable(kernel):
             return {"ok": False, "kind": "compile_error",
@@ -213,7 +214,7 @@ class Worker:
         repeat = max(1, int(msg.get("repeat", 1)))
         launches = self._interpreted_launches()
         if msg.get("graph") and hasattr(self.timer, "time_graph"):  # pragma: no cover - GPU-only: CUDA graphs
-            # [issue 16] the problem's timing.cuda.cuda_graph: the calls captured in one graph, launched once
+            # the problem's timing.cuda.cuda_graph: the calls captured in one graph, launched once
             self.calls += repeat
             self.pending.clear()  # not timed by events around a captured graph: let go before it
             out, times = self.timer.time_graph(self.kernel, data, repeat)
@@ -297,7 +298,7 @@ class Worker:
 
         activities = [ProfilerActivity.CPU]
         sort_by = "self_cpu_time_total"
-        if self.device == "cuda":  # pragma: no cover - GPU-only
+        if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only
             activities.append(ProfilerActivity.CUDA)
             sort_by = "self_cuda_time_total"
         calls = int(msg.get("calls", 3))
@@ -313,7 +314,7 @@ class Worker:
 
     def op_proton(self, msg: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - GPU-only: Proton needs CUPTI
         """Triton's Proton profiler over a few calls per input set, one scope per case; writes a
-        hatchet file. [issue 16] Its own process: CUPTI takes one subscriber, and
+        hatchet file. Its own process: CUPTI takes one subscriber, and
         ``torch.profiler`` in the same process would hold it (the judge starts a second child)."""
         import triton.profiler as proton
 
@@ -361,7 +362,7 @@ class Worker:
 
 
 def _install_modules(modules: dict[str, str]) -> None:
-    """[issue 17] Execute each ``name: source`` as a fresh module registered under ``name`` (in
+    """Execute each ``name: source`` as a fresh module registered under ``name`` (in
     order, so a later one may import an earlier one): the problem's helper files a submission
     imports (``from task import input_t``). They are copies in this process's memory; the
     problem's files and the judge's reference are not reachable from here."""
@@ -375,7 +376,7 @@ def _install_modules(modules: dict[str, str]) -> None:
 
 
 def _adapt(module: Any, adapter: str) -> Any:
-    """[issue 17] Run the problem's adapter source (defining ``adapt(module) -> callable | None``)
+    """Run the problem's adapter source (defining ``adapt(module) -> callable | None``)
     on the loaded submission; the callable it returns serves as ``custom_kernel``."""
     namespace: dict[str, Any] = {"__name__": "kernelrank_adapter"}
     exec(compile(adapter, "<problem adapter>", "exec"), namespace)  # noqa: S102 - the problem's source
@@ -559,13 +560,13 @@ def serve(fd: int, device: str, threads: int, plan: Plan, slots_fd: int = -1) ->
     if threads > 0:
         torch.set_num_threads(threads)
     resolve_vector_math()  # before any submitted code runs, from this one thread: see its docstring
-    from kernelrank.runner.wire import Channel, ChannelClosed
+    from kernelrank.runner.wire import Link, LinkClosed
 
-    channel = Channel(sock)
+    channel = Link(sock)
     try:
         adapt_toolchain()
-        Worker(channel, device, slots_fd).serve()
-    except ChannelClosed:
+        ChildLoop(channel, device, slots_fd).serve()
+    except LinkClosed:
         return 0
     return 0
 

@@ -110,7 +110,7 @@ def _watched(timer: Any, owner: Any) -> dict[str, Callable[[], Any]]:
     for name in vars(timer):
         watch[f"timer.{name}"] = _attr(timer, name)
     _watch_class(watch, type(timer).__name__, timer)
-    # [issue 16] the timer's device interface (CudaTimer.api: torch.cuda's functions and classes
+    # the timer's device interface (CudaTimer.api: torch.cuda's functions and classes
     # as TorchCuda bound them, or a simulated device): its methods, what it bound, and the
     # methods of every class among those (events, graphs)
     api = getattr(timer, "api", None)

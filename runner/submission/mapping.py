@@ -12,8 +12,9 @@ from typing import Any
 
 import torch
 
-from kernelrank.runner.judge.slots import ALIGN, MADV_POPULATE_WRITE, SlotError
+from kernelrank.runner.slotformat import ALIGN, MADV_POPULATE_WRITE, SlotError
 from kernelrank.runner.wire import DTYPES, dtype_name
+from kernelrank.vocab import DeviceClass
 
 
 class Mapping:
@@ -55,7 +56,7 @@ class Mapping:
             self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED)
             self.size = size
 
-    def build(self, layout: dict[str, Any], device: str = "cpu") -> Any:
+    def build(self, layout: dict[str, Any], device: str = DeviceClass.cpu) -> Any:
         """The input set described by ``layout``, as tensors over the shared memory: the memory
         file's (CPU), or the device buffer's when the layout names one (``ipc``), opened once per
         generation.
@@ -72,7 +73,7 @@ class Mapping:
             if self.ipc is None:
                 raise SlotError("device slots offered, and this process has no CUDA IPC")
             if shared["generation"] != self.generation:
-                # [issue 16] the judge's new device buffer; the old one stays mapped while tensors hold it
+                # the judge's new device buffer; the old one stays mapped while tensors hold it
                 self.device_buf = self.ipc.open(shared["handle"])
                 self.generation = shared["generation"]
             assert self.device_buf is not None
@@ -99,7 +100,7 @@ class Mapping:
                     if off < 0 or off + n > whole.numel() or off % ALIGN:
                         raise SlotError("a slot outside the shared memory")
                     t = self._slot_tensor(path, whole, off, dtype, shape)
-                if device != "cpu" and t.device.type == "cpu" and v.get("device") != "cpu":  # pragma: no cover - GPU-only
+                if device != DeviceClass.cpu and t.device.type == "cpu" and v.get("device") != DeviceClass.cpu:  # pragma: no cover - GPU-only
                     t = t.to(device)
                 return t
             if "__tuple__" in v:
@@ -152,10 +153,10 @@ class Mapping:
         if n > room:
             return {"out": None, "out_type": f"torch.Tensor of {n} bytes, more than the reference's output allows"}
         if whole is not None:
-            if n:  # [issue 16] device to device, into the judge's buffer; waited for before answering
+            if n:  # device to device, into the judge's buffer; waited for before answering
                 whole[offset:offset + n].copy_(host.view(-1).view(torch.uint8))
                 self.ipc.fence()
-        elif direct and device == "cpu" and n:
+        elif direct and device == DeviceClass.cpu and n:
             self.held.append(host)
             desc["addr"] = host.data_ptr()
         elif n:

@@ -25,8 +25,8 @@ def steady_allocator() -> bool:
 
     By default glibc serves a large block (an output tensor of a few MiB) with a fresh ``mmap``
     and returns it to the system on free, then raises its thresholds by itself as the process
-    goes: early calls pay a page fault per 4 KiB of output (measured: 6.5 ms against 2 ms for a
-    16 MiB softmax output on this project's machines) and later calls do not, at a moment that
+    goes: early calls pay a page fault per 4 KiB of output (6.5 ms against 2 ms for a
+    16 MiB softmax output) and later calls do not, at a moment that
     varies from process to process. With fixed thresholds (which also turns glibc's adjustment
     off) blocks up to 32 MiB come from the heap and freed memory is kept, as in a long-running
     process like the one ``torch.utils.benchmark.Timer`` measures in. Not glibc (e.g. musl):
@@ -55,10 +55,9 @@ def resolve_vector_math() -> tuple[str, ...]:
     comes from several of torch's OpenMP threads at once (each computing its own part of a large
     tensor), one thread can run oneMKL's low-accuracy AVX2 "EP" kernel for its part although torch
     asks for high accuracy (``VML_HA``): about half the bits right (pytorch/pytorch#188792; oneMKL
-    2024.2, which torch 2.13's wheels link; gone in 2025.0). Found here as an honest softmax whose
-    first call computed rows 2048-4095 of a float32 4096x1024 input (the second thread's half) with
-    relative errors up to 1.8e-4, bit for bit what ``vmsExp`` gives in EP mode on oneMKL's AVX2 path,
-    with a one-core hog, in 3 of 20 leaderboard runs (docs/research/bench-history.md, issue 14, section 20). A
+    2024.2, which torch 2.13's wheels link; gone in 2025.0). An honest softmax
+    failed its check so (the second thread's half of its first call, relative errors up to 1.8e-4)
+    in 3 of 20 leaderboard runs beside a one-core hog (docs/research/bench-history.md, sections 19-20). A
     first call on one element, from one thread, before the submission runs, settles every choice.
     Without MKL (other builds, other platforms) the calls are merely cheap; no OpenMP thread starts
     (one element is below every parallel grain).
@@ -109,11 +108,11 @@ def reserve_heap(nbytes: int) -> int:
     read them) before a case's first timed request (``harness._Evaluation._reserve``): otherwise
     each process grew its heap in page faults over its first requests, and again now and then
     later as the held outputs and a kernel's temporaries left the heap fragmented (a process's
-    16 MiB of new pages: 4096 faults, ~20 ms, in one call of 1.3 ms; issue 14).
+    16 MiB of new pages: 4096 faults, ~20 ms, in one call of 1.3 ms).
     """
     import ctypes
 
-    from kernelrank.runner.judge.slots import MADV_HUGEPAGE, MADV_POPULATE_WRITE
+    from kernelrank.runner.slotformat import MADV_HUGEPAGE, MADV_POPULATE_WRITE
 
     libc = _libc()
     if nbytes <= 0 or libc is None:

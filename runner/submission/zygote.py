@@ -34,6 +34,9 @@ import threading
 import traceback
 from typing import Any
 
+from kernelrank.runner.containment.procfs import kill_group
+
+
 #: Largest request (folder, environment, plan as JSON) the zygote reads.
 _REQUEST_BYTES = 1 << 20
 _SPAWN_TIMEOUT_S = 30.0
@@ -178,14 +181,7 @@ class Zygote:
             self._sock.close()
         except OSError:
             pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL does not fail this way
-            pass
+        kill_group(self.proc)
 
 
 # -- the zygote process ---------------------------------------------------------------------------

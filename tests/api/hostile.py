@@ -1,4 +1,4 @@
-"""Hostile HTTP clients against a real API process (issue 15), for the tests and for
+"""Hostile HTTP clients against a real API process, for the tests and for
 ``bench/hostile_clients.py``: the API as ``python -m kernelrank.api.server`` in a subprocess, its
 memory (``/proc/<pid>/status``), bodies of any size sent with a declared length or chunked, and
 clients that send a byte at a time.

@@ -190,7 +190,7 @@ def test_my_submissions_filter_by_problem_device_and_verdict(client: TestClient,
         alice = users.get_user(s, "alice")
         assert submissions.count_for_user(s, alice) == 2
         assert submissions.count_for_user(s, alice, problem="gemm", status="failed") == 1
-        assert [x.id for x in submissions.list_submissions(s, alice, limit=1, offset=1)] == [a]
+        assert [x.id for x in submissions.list_for_user(s, alice, limit=1, offset=1)] == [a]
 
 
 def test_signing_in_again_deletes_the_users_ended_sessions(world: World) -> None:

@@ -116,7 +116,7 @@ def test_ranked_runs_with_a_noisy_case_share_the_boards_calibration(client: Test
     """A run whose score is known well enough is ranked though one case was flagged noisy
     (stats.run_noisy). It calibrates the board like any ranked run: were it left out, two such
     first entries would each keep their own run's basis and the board would compare times taken
-    at two machine speeds (the e2e failure of 2026-11-26)."""
+    at two machine speeds."""
     first = paired_result(2.0, 0.05, [1000.0, 4000.0])
     first["cases"][1]["noisy"] = True
     second = paired_result(1.0, 0.05, [3000.0, 12000.0])  # the machine three times as slow
@@ -338,24 +338,24 @@ def test_over_measurements_combines_every_run_and_ranks_on_the_latest_measuremen
     scored on its steady fast ones); only the latest measurement's noise keeps it unranked; the
     stored spread is the first measurement's (unselected) two runs'; measuring again stops at
     ``remeasures`` and never starts without a timed run."""
+    from kernelrank import judgement
     from kernelrank.runner import stats
-    from kernelrank.services import calibration
 
     ref = [1000.0]
     fast, slow_noisy = paired_result(2.0, 0.02, ref), paired_result(1.0, 0.4, ref, noisy=True)
-    first = calibration.over_measurements([[fast, slow_noisy]], 0.25)
+    first = judgement.over_measurements([[fast, slow_noisy]], 0.25)
     assert first.noisy and not first.rankable and len(first.runs) == 2
-    assert calibration.measure_again(first, 1, 2) and not calibration.measure_again(first, 3, 2)
-    both = calibration.over_measurements([[fast, slow_noisy], [fast, paired_result(2.0, 0.02, ref)]], 0.25)
+    assert judgement.measure_again(first, 1, 2) and not judgement.measure_again(first, 3, 2)
+    both = judgement.over_measurements([[fast, slow_noisy], [fast, paired_result(2.0, 0.02, ref)]], 0.25)
     assert not both.noisy and len(both.runs) == 4
-    expected = stats.combine_runs([calibration.run_speedup(r) for r in (fast, slow_noisy, fast, fast)])
+    expected = stats.combine_runs([judgement.run_speedup(r) for r in (fast, slow_noisy, fast, fast)])
     assert both.combined is not None and both.combined.estimate == pytest.approx(expected.estimate)
     assert both.combined.estimate < 2.0  # the noisy slow run counts
-    assert both.spread == stats.runs_spread([calibration.run_speedup(fast), calibration.run_speedup(slow_noisy)])
+    assert both.spread == stats.runs_spread([judgement.run_speedup(fast), judgement.run_speedup(slow_noisy)])
     failed = {"status": "failed", "message": "wrong", "cases": []}
-    assert calibration.over_measurements([[fast, failed]], 0.25).spread is None
+    assert judgement.over_measurements([[fast, failed]], 0.25).spread is None
     interpreted = {"status": "passed", "interpreted": True, "cases": []}
-    never = calibration.over_measurements([[interpreted, interpreted]], 0.25)
-    assert never.combined is None and not calibration.measure_again(never, 1, 2)
+    never = judgement.over_measurements([[interpreted, interpreted]], 0.25)
+    assert never.combined is None and not judgement.measure_again(never, 1, 2)
     with pytest.raises(ValueError):
-        calibration.over_measurements([], 0.25)
+        judgement.over_measurements([], 0.25)

@@ -1,4 +1,4 @@
-"""Every input has an answer of its own (issue 15): integers bounded where they are parsed, body
+"""Every input has an answer of its own: integers bounded where they are parsed, body
 limits counted while reading (chunked included), 401 before the body, short 422s, a client that
 goes away logged as such, a metrics middleware that never raises."""
 

@@ -79,7 +79,7 @@ def test_export_has_ranked_rows_with_code_only_where_open(client: TestClient, wo
         export.set_code_open(s, "softmax")
     with session_scope() as s:
         rows = export.ranked_rows(s, "softmax")
-        assert export.ranked_rows(s, "softmax", device="cuda-h100") == []
+        assert export.ranked_rows(s, "softmax", device_queue="cuda-h100") == []
         with pytest.raises(NotFound):
             export.ranked_rows(s, "no_such_problem")
     assert rows[0]["code"].startswith("import torch")

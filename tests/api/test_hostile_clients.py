@@ -1,4 +1,4 @@
-"""A real API process under hostile clients (issue 15): a 100 MB body to every route, declared or
+"""A real API process under hostile clients: a 100 MB body to every route, declared or
 chunked, leaves its memory within :data:`MEMORY_BOUND_MIB`; heads and bodies that dribble are cut
 off at their deadlines; twenty slow uploads hold no database connection, and other requests are
 answered meanwhile.

@@ -146,15 +146,15 @@ def test_a_speedup_past_the_review_bound_is_marked_until_an_admin_clears_it(
 
 def test_a_late_report_of_the_job_before_a_requeue_is_dropped(client: TestClient, world: World) -> None:
     from kernelrank.db.session import session_scope
-    from kernelrank.services.jobs import start_attempt
+    from kernelrank.services.jobs import start_job
     from kernelrank.services.submissions import record_run
 
     sid = ranked_submission(client, world, "alice", 400.0)
     assert client.post(f"/api/v1/admin/submissions/{sid}/requeue", headers=world.auth("root")).status_code == 202
     with session_scope() as s:
-        assert not start_attempt(s, sid, "runner-old", 3, 60.0, attempt=1).run  # the old job may not start
+        assert not start_job(s, sid, "runner-old", 3, 60.0, attempt=1).run  # the old job may not start
         assert record_run(s, sid, "public", passed_result(50.0), "runner-old", attempt=1) is False
-        assert start_attempt(s, sid, "runner-new", 3, 60.0, attempt=2).run
+        assert start_job(s, sid, "runner-new", 3, 60.0, attempt=2).run
         assert record_run(s, sid, "public", passed_result(420.0), "runner-new", attempt=2) is True
     shown = client.get(f"/api/v1/submissions/{sid}", headers=world.auth("root")).json()
     assert [(r["attempt"], r["score_ns"]) for r in shown["runs"]] == [(2, 420.0)]

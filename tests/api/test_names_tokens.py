@@ -1,4 +1,4 @@
-"""Accounts (issue 15): user names matched whole, NFKC-normalised and unique regardless of case
+"""Accounts: user names matched whole, NFKC-normalised and unique regardless of case
 (migration 0008 folds existing ones); API tokens with an expiry and the time they were last used,
 over the API, the CLI's ``--expires`` and the tokens page."""
 

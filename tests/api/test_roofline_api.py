@@ -1,4 +1,4 @@
-"""[issue 17] Roofline shares: the control worker stores the ceilings of the runner that ran a run
+"""Roofline shares: the control worker stores the ceilings of the runner that ran a run
 (from its heartbeat) with the result and each benchmark case's share; the API, the submission
 page and its roofline chart show them."""
 

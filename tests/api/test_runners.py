@@ -36,7 +36,7 @@ def test_runners_and_queue_depths(client: TestClient, world: World) -> None:
 
 
 def test_a_runner_that_says_it_stops_is_offline_at_once(client: TestClient, world: World) -> None:
-    """[issue 17] The stop message (the runner's last heartbeat, online false) makes it offline now,
+    """The stop message (the runner's last heartbeat, online false) makes it offline now,
     not runner_online_seconds later; it keeps the device facts it reported; a new heartbeat under
     the same name (a restarted container) brings it back."""
     from kernelrank import control
@@ -48,7 +48,7 @@ def test_a_runner_that_says_it_stops_is_offline_at_once(client: TestClient, worl
     assert runner["online"] is False and runner["stopped_at"] and runner["jobs_done"] == 4
     assert runner["info"] == {"name": "test cpu", "threads": 4}
     with session_scope() as s:
-        assert runners.served_devices(s, 60.0) == set()
+        assert runners.served_queues(s, 60.0) == set()
     r = submit(client, world.tokens["alice"])
     assert r.status_code == 422 and "no runner" in r.json()["detail"]
     assert "(stopped " in client.get("/runners").text

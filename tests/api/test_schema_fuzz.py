@@ -1,4 +1,4 @@
-"""The OpenAPI document tells the truth (issue 15): schemathesis generates requests from it —
+"""The OpenAPI document tells the truth: schemathesis generates requests from it —
 valid ones and ones that break it — for every operation, as an admin, as a user and with no
 token, against the live app (its real SQLite world; job dispatch recorded), and checks that no
 answer is a server error (``not_a_server_error``) and that every status is one the document lists

@@ -1,4 +1,4 @@
-"""[issue 17] The CLI a kernel author expects: ``--version``, ``submissions list | show | wait``,
+"""The CLI a kernel author expects: ``--version``, ``submissions list | show | wait``,
 ``problems list | show`` from the server (``--local`` for the folders here), and output that fits
 narrow terminals (80 and 60 columns: a vertical layout, never a cut number). The real console
 script against the real API of ``tests/cli/test_client.py``'s service (the ``double`` problem on

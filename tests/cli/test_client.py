@@ -68,7 +68,7 @@ def _judge(job: dict[str, Any], queue: str, work: Path, kind: str) -> dict[str, 
     import math
 
     from kernelrank.problems import ProblemSpec
-    from kernelrank.queue import device_class
+    from kernelrank.vocab import device_class
     from kernelrank.runner.judge.harness import EvalOptions, evaluate
     from kernelrank.runner.results import CaseResult
 
@@ -393,13 +393,14 @@ def test_server_and_token_resolution_order(tmp_path: Path, monkeypatch: pytest.M
 
 def test_eval_result_tolerates_server_added_keys() -> None:
     from kernelrank.cli.views import eval_result
-    from kernelrank.runner.results import CaseResult, EvalResult, Status
+    from kernelrank.runner.results import CaseResult, EvalResult
+    from kernelrank.vocab import Verdict
 
-    r = EvalResult(Status.failed, "test", "double", "abc", "cpu", "wrong", [CaseResult("test", 0, {"N": 1}, False)])
+    r = EvalResult(Verdict.failed, "test", "double", "abc", "cpu", "wrong", [CaseResult("test", 0, {"N": 1}, False)])
     d = r.to_dict() | {"logs": "--- stdout ---\nhi\n", "extra": 1}
     d["cases"][0]["new_field"] = 2
     back = eval_result(d)
-    assert back.status is Status.failed and back.cases[0].spec == {"N": 1} and back.logs == {"stdout": "", "stderr": ""}
+    assert back.status is Verdict.failed and back.cases[0].spec == {"N": 1} and back.logs == {"stdout": "", "stderr": ""}
 
 
 def test_submission_view_shows_each_measurement_made_again() -> None:

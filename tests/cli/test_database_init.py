@@ -1,4 +1,4 @@
-"""[issue 17] Admin commands that open the server's database (``users``, ``export``, ``problems
+"""Admin commands that open the server's database (``users``, ``export``, ``problems
 code-open``) never create one by accident: run where there is none, they refuse, naming the data
 folder they looked in; ``users create --init`` creates it."""
 

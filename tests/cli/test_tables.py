@@ -1,4 +1,4 @@
-"""[issue 17] Tables that fit the terminal (kernelrank.cli.tables.FitTable) and the eval result view
+"""Tables that fit the terminal (kernelrank.cli.tables.FitTable) and the eval result view
 at 200, 80 and 60 columns: horizontal when the table fits, one block per row when it does not,
 and never a number cut to "35.9…"."""
 
@@ -11,7 +11,8 @@ from rich.console import Console
 
 from kernelrank.cli.render import result_view
 from kernelrank.cli.tables import Column, FitTable
-from kernelrank.runner.results import CaseResult, EvalResult, Status
+from kernelrank.runner.results import CaseResult, EvalResult
+from kernelrank.vocab import Verdict
 
 TIMING = {"runs": 41, "mean_ns": 35_912.0, "std_ns": 1_204.0, "min_ns": 33_100.0, "median_ns": 35_800.0,
           "max_ns": 41_277.0}
@@ -30,7 +31,7 @@ def _result() -> EvalResult:
         cases.append(CaseResult("benchmark", i, {"M": m, "N": n, "dtype": "float32", "seed": 10 + i}, True,
                                 timing=dict(TIMING), tflops=0.000583, gbps=18.41, ref_mean_ns=71_824.0, speedup=2.0,
                                 roofline={"share": 0.4523, "bound": "memory", "intensity": 0.625}))
-    return EvalResult(Status.passed, "benchmark", "softmax", "2b8dd3ca8512", "cpu", "all passed", cases,
+    return EvalResult(Verdict.passed, "benchmark", "softmax", "2b8dd3ca8512", "cpu", "all passed", cases,
                       speedup=2.0, ceilings={"name": "test cpu", "copy_gbps": 40.7, "matmul_tflops": {"float32": 0.0781}})
 
 

@@ -35,7 +35,7 @@ PERIODS = {
     "KERNELRANK_BROKER_VISIBILITY_TIMEOUT": "10",
     "KERNELRANK_QUEUED_LOST_SECONDS": "6",
     "KERNELRANK_JOB_GATE_SECONDS": "5",
-    "KERNELRANK_JOB_MAX_ATTEMPTS": "3",
+    "KERNELRANK_JOB_MAX_STARTS": "3",
     # runners restarted after a kill take jobs at once (no ceilings measured: a few seconds each)
     "KERNELRANK_RUNNER_CEILINGS": "false",
 }
@@ -189,9 +189,9 @@ class Stack:
         return self.wait_for(f"submission {sid} to be one of {sorted(statuses)}",
                              lambda: (lambda s: s if s["status"] in statuses else None)(self.get(sid)), timeout)
 
-    def attempts(self, sid: int) -> int:
-        """The submission's attempts, read from the database (not part of the API)."""
-        return int(self.query("SELECT attempts FROM submissions WHERE id = :i", i=sid)[0][0])
+    def starts(self, sid: int) -> int:
+        """How many times the submission's job was started, read from the database (not part of the API)."""
+        return int(self.query("SELECT starts FROM submissions WHERE id = :i", i=sid)[0][0])
 
     def runner_of(self, sid: int) -> str | None:
         """The runner the submission was last started on (database)."""

@@ -37,7 +37,7 @@ def test_a_runner_killed_mid_job_is_replaced_and_the_job_recorded_once(stack: St
     assert done["status"] == "passed", done["message"]
     assert [r["kind"] for r in done["runs"]] == ["public"], "exactly one result"
     assert stack.run_rows(sid) == [("public", second)]
-    assert stack.attempts(sid) == 2
+    assert stack.starts(sid) == 2
 
 
 @pytest.mark.slow
@@ -46,19 +46,19 @@ def test_a_job_that_kills_its_runner_every_time_ends_as_an_error(stack: Stack) -
     sid = stack.submit(sleeper(30))
     for attempt in (1, 2, 3):
         stack.wait_for(f"attempt {attempt} to run", lambda: stack.get(sid)["status"] == "running"
-                       and stack.attempts(sid) == attempt, timeout=90)
+                       and stack.starts(sid) == attempt, timeout=90)
         stack.kill("runner")
         stack.start("runner")
         seen.add(stack.runner_online(exclude=seen))
     done = stack.wait_status(sid, {"passed", "failed", "error", "timeout"}, timeout=90)
     assert done["status"] == "error"
     assert "the runner died 3 times running this job" in done["message"]
-    assert done["runs"] == [] and stack.attempts(sid) == 3
+    assert done["runs"] == [] and stack.starts(sid) == 3
 
     # the last runner is not stuck with it: it judges the next job
     after = stack.submit(QUICK)
     assert stack.wait_status(after, {"passed", "failed", "error"}, timeout=90)["status"] == "passed"
-    assert stack.get(sid)["status"] == "error" and stack.attempts(sid) == 3
+    assert stack.get(sid)["status"] == "error" and stack.starts(sid) == 3
 
 
 @pytest.mark.slow
@@ -75,7 +75,7 @@ def test_redis_alone_redelivers_the_job_of_a_killed_runner(backend: Backend, tmp
         second = stack.runner_online(exclude={first})
         done = stack.wait_status(sid, {"passed", "failed", "error", "timeout"}, timeout=120)
         assert done["status"] == "passed", done["message"]
-        assert stack.run_rows(sid) == [("public", second)] and stack.attempts(sid) == 2
+        assert stack.run_rows(sid) == [("public", second)] and stack.starts(sid) == 2
         assert "requeued" not in (stack.root / "control.log").read_text(), "Redis redelivered it, not the sweeper"
     finally:
         stack.close()
@@ -99,7 +99,7 @@ def test_a_pool_process_killed_mid_job_is_retried_by_the_same_runner(stack: Stac
     done = stack.wait_status(sid, {"passed", "failed", "error", "timeout"}, timeout=120)
     assert done["status"] == "passed", done["message"]
     assert stack.run_rows(sid) == [("public", name)]
-    assert stack.attempts(sid) == 2
+    assert stack.starts(sid) == 2
     assert stack.procs["runner"].poll() is None
 
 

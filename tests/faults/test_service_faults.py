@@ -51,7 +51,7 @@ def test_results_wait_in_the_queue_while_the_control_worker_is_down(stack: Stack
 
     stack.start("control")
     _all_passed_once(stack, [sid], timeout=90)
-    assert stack.attempts(sid) == 1
+    assert stack.starts(sid) == 1
 
 
 def test_no_submission_is_lost_when_the_broker_is_killed_and_restarted(stack: Stack) -> None:
@@ -64,7 +64,7 @@ def test_no_submission_is_lost_when_the_broker_is_killed_and_restarted(stack: St
     finally:
         control_server("redis-start")
     _all_passed_once(stack, ids)
-    assert all(stack.attempts(sid) >= 1 for sid in ids)
+    assert all(stack.starts(sid) >= 1 for sid in ids)
 
 
 @pytest.mark.slow
@@ -76,7 +76,7 @@ def test_queued_and_running_submissions_continue_through_an_api_restart(stack: S
     stack.start("api")
     stack.api_up()
     _all_passed_once(stack, ids)
-    assert [stack.attempts(sid) for sid in ids] == [1, 1, 1]
+    assert [stack.starts(sid) for sid in ids] == [1, 1, 1]
 
 
 @pytest.mark.slow
@@ -90,7 +90,7 @@ def test_a_queued_job_whose_message_the_broker_lost_is_requeued(stack: Stack) ->
     stack.runner_online(exclude={first})
     _all_passed_once(stack, [sid], timeout=90)
     assert "requeued" in (stack.root / "control.log").read_text()
-    assert stack.attempts(sid) == 1
+    assert stack.starts(sid) == 1
 
 
 def test_the_api_answers_503_while_the_database_is_down_and_recovers_by_itself(stack: Stack) -> None:

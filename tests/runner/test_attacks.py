@@ -319,7 +319,7 @@ def test_the_default_tier_names_attacks_of_the_corpus() -> None:
     assert DEFAULT_TIER <= {_attack_id(p) for p in ATTACKS}
 
 
-#: The containment attacks of issue 43 (shared memory, clean-up, the job's disk, host services,
+#: The containment attacks (shared memory, clean-up, the job's disk, host services,
 #: aliasing through a second mapping, work hidden in the window), judged again on the cold path
 #: (``kernelrank eval``'s: a fresh interpreter per child) in the full tier.
 COLD_PATH = {"softmax/shrink_the_slots", "softmax/deep_folder_chain", "gemm/disk_flood", "gemm/host_services",

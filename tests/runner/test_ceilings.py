@@ -49,7 +49,7 @@ def test_unknown_device_is_refused() -> None:
 
 
 def test_the_command_prints_one_json_object() -> None:
-    code = ("import sys; from kernelrank.runner import ceilings as c; "
+    code = ("import sys; from kernelrank.runner.host import ceilings as c; "
             "c.COPY_BYTES['cpu'] = 16 * 2**20; c.MATMUL_MAX['cpu'] = 512; c.DTYPES = ('float32',); "
             "sys.exit(c.main(['--device', 'cpu', '--threads', '1', '--budget', '0.02']))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -83,7 +83,7 @@ def test_tripwire_sees_event_methods_replaced() -> None:  # pragma: no cover - G
 
 _CHILD = """
 import json, sys, torch
-from kernelrank.runner.judge.device_slots import CudaIpc
+from kernelrank.runner.slotformat import CudaIpc
 buf = CudaIpc().open(json.loads(sys.argv[1]))
 ok = bool((buf[:16] == 7).all())
 buf[16:32].fill_(9)
@@ -95,7 +95,7 @@ print(json.dumps({"ok": ok}))
 def test_cuda_ipc_between_processes() -> None:  # pragma: no cover - GPU-only
     import torch
 
-    from kernelrank.runner.judge.device_slots import CudaIpc
+    from kernelrank.runner.slotformat import CudaIpc
 
     ipc = CudaIpc()
     buf = ipc.allocate(1 << 20)

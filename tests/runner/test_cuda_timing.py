@@ -233,8 +233,8 @@ def test_cuda_graph_is_a_cuda_timing_flag_only() -> None:
 def test_the_paired_judge_judges_both_sides_in_batches() -> None:
     """The harness judges a case's claims in batches against the overhead of the reference's own
     requests (same path), on every device: a side whose claims hide 20 µs per call counts for
-    what the judge's clock saw (issue 43: the CPU's rule allowed the reference's path at its 90th
-    percentile per request, 11-21 ms at load)."""
+    what the judge's clock saw (a per-request allowance of the reference's path at its 90th
+    percentile would pass 11-21 ms at load)."""
     from kernelrank.runner.judge.pairs import PairedCase, Side
     from kernelrank.runner.results import CaseResult
 

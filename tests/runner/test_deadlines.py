@@ -1,4 +1,4 @@
-"""Per-call deadlines (issue 12, point 3): a kernel that hangs is stopped within seconds of its
+"""Per-call deadlines: a kernel that hangs is stopped within seconds of its
 call's deadline and the verdict names the case; the mode's budget stays the outer bound; a slow
 but honest kernel still finishes."""
 

@@ -1,5 +1,5 @@
 """The CUDA half of the shared slots, on the CPU: the judge's device buffer shared through a
-stand-in for CUDA IPC (the real one, runner.device_slots.CudaIpc, needs a GPU: tests/runner/test_cuda_device.py).
+stand-in for CUDA IPC (the real one, runner.slotformat.CudaIpc, needs a GPU: tests/runner/test_cuda_device.py).
 
 What is checked here is everything but the IPC calls: the layout, the handle crossing the
 channel as JSON once per buffer, the child's tensors being views of the judge's buffer (no copy),

@@ -17,7 +17,8 @@ from kernelrank.runner.judge import harness, judging
 from kernelrank.runner.judge.harness import evaluate
 from kernelrank.runner.judge.inputsets import POOL_SETS
 from kernelrank.runner.judge.pairs import submission_first
-from kernelrank.runner.results import EvalResult, Status
+from kernelrank.runner.results import EvalResult
+from kernelrank.vocab import Verdict
 from kernelrank.runner.judge.timed import MAX_SETS_PER_REQUEST, REQUEST_SECONDS, TIMED_SHARE_GUESS
 from tests.conftest import submission
 
@@ -70,7 +71,7 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
     monkeypatch.setattr(harness._Evaluation, "_prepare_batch", recording_batch)
     events: list[dict] = []
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}
     total = 0
     for c in _bench(r):  # the cases are timed in rounds (harness._Evaluation._rounds): each case's own requests
@@ -163,7 +164,7 @@ def test_timed_sets_are_derived_from_a_pool_when_the_reference_says_how(double, 
     monkeypatch.setattr(harness._Evaluation, "_draw_pool", recording_draw)
     monkeypatch.setattr(harness._Evaluation, "_derive", recording_derive)
     r = evaluate(spec, submission("double_ok.py"), "leaderboard", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     (module,) = set(modules)
     bench = _bench(r)
     assert len(modules) == len(bench)  # one pool per timed case
@@ -184,7 +185,7 @@ def test_timed_sets_are_derived_from_a_pool_when_the_reference_says_how(double, 
     replay = ("last = None\n\n\ndef custom_kernel(data):\n    global last\n"
               "    if last is None or last.shape != data[0].shape:\n        last = data[0] * 2\n    return last.clone()\n")
     r = evaluate(spec, replay, "benchmark", "cpu", options)
-    assert r.status is Status.failed and "output of timed call" in r.message, r.message
+    assert r.status is Verdict.failed and "output of timed call" in r.message, r.message
     # a wrong output is judged against the judge's own reference, with its figures
     failed = next(c for c in r.cases if not c.passed)
     assert failed.max_abs_error is not None and failed.max_abs_error > 0 and failed.mismatches
@@ -229,13 +230,13 @@ def test_each_call_of_a_request_is_checked(double, options) -> None:
     source = ("calls = 0\n\n\ndef custom_kernel(data):\n    global calls\n    calls += 1\n"
               "    out = data[0] + data[0]\n    if calls > 40 and calls % 5 == 0:\n        out[0] += 1.0\n    return out\n")
     r = evaluate(double.spec(), source, "benchmark", "cpu", options)
-    assert r.status is Status.failed, r.message
+    assert r.status is Verdict.failed, r.message
     assert "output of timed call" in r.message and "is wrong" in r.message
 
 
 def test_case_figures_are_paired(double, options) -> None:
     r = evaluate(double.spec(), submission("double_ok.py"), "benchmark", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     for c in _bench(r):
         low, high = c.speedup_ci
         assert 0 < low <= c.speedup <= high
@@ -254,7 +255,7 @@ def test_case_figures_are_paired(double, options) -> None:
 
 def test_leaderboard_score_is_the_geometric_mean_of_the_cases_times(double, options) -> None:
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     bench = _bench(r)
     assert r.score_ns == pytest.approx(math.prod(c.time_ns for c in bench) ** (1 / len(bench)))
     assert r.score_ci_ns[0] <= r.score_ns <= r.score_ci_ns[1]
@@ -270,7 +271,7 @@ def test_a_calibration_is_the_basis_of_the_score(double, options) -> None:
     its paired speedup; the run's own reference times are still reported."""
     calibrated = replace(options, calibration_ns=(1e6, 4e6))
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", calibrated)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     assert r.basis == "calibration"
     for c, basis in zip(_bench(r), (1e6, 4e6)):
         assert c.reference_ns == basis and c.time_ns == pytest.approx(basis / c.speedup)
@@ -286,7 +287,7 @@ def test_a_burner_gains_nothing_while_the_reference_is_timed(double, options) ->
     outside its own windows, they used no CPU while the reference was timed (the reference's
     cgroup figures say so), so they cannot slow it; they slow only the submission itself."""
     r = evaluate(double.spec(), submission("burn_background.py"), "leaderboard", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     if r.isolation.get("containment") == "none":
         pytest.skip("no cgroup on this machine: the submission cannot be frozen")
     for c in _bench(r):
@@ -328,7 +329,7 @@ def test_a_run_whose_budget_runs_out_while_the_reference_is_timed_is_a_timeout(d
     short = double.definition.model_copy(update={"budgets": double.definition.budgets.model_copy(update={"benchmark": 12.0})})
     r = evaluate(double.spec().__class__(short, slow, "slow-reference"), submission("double_ok.py"), "benchmark", "cpu",
                  options)
-    assert r.status is Status.timeout, r.message
+    assert r.status is Verdict.timeout, r.message
     assert "time budget" in r.message
 
 
@@ -340,7 +341,7 @@ def test_a_noisy_case_is_marked_and_the_run_says_so(double, options, monkeypatch
     spec = double.spec().__class__(double.definition.model_copy(update={"timing": timing}),
                                    double.spec().reference_source, double.revision)
     r = evaluate(spec, submission("double_ok.py"), "leaderboard", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     assert r.noisy and all(c.noisy for c in _bench(r))
     assert "too noisy to rank" in r.message
 
@@ -363,7 +364,7 @@ def test_a_run_whose_score_is_known_well_enough_is_ranked_with_its_noisy_case_na
     spec = double.spec().__class__(double.definition.model_copy(update={"timing": timing}),
                                    double.spec().reference_source, double.revision)
     r = evaluate(spec, submission("double_ok.py"), "leaderboard", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     assert seen == [(seen[0][0], len(_bench(r)), 1e-9)]
     assert not r.noisy and all(c.noisy for c in _bench(r)) and r.score_ns is not None
     assert "too noisy to rank" not in r.message and "which the score's interval includes" in r.message
@@ -415,7 +416,7 @@ def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, optio
     events: list[dict] = []
     options = replace(options, processes=None)  # the device's default: several
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     assert sizes == {(k, k)}
     pids = {side: {n: {pid for s, m, pid, _c in made if s == side and m == n} for n in range(k)} for side in ("submission", "reference")}
     for side in pids:
@@ -442,7 +443,7 @@ def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, optio
                                   double.spec().reference_source, double.revision)
     made.clear()
     r = evaluate(one, submission("double_ok.py"), "benchmark", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     assert {m for _s, m, _pid, _c in made} == {0} and len({pid for _s, _m, pid, _c in made}) == 2
     assert all(c.pairing["processes"] == 1 and c.pairing["between_processes_log_se"] == 0 for c in _bench(r))
 
@@ -473,7 +474,7 @@ def test_a_pair_counts_once_both_of_its_processes_are_warm(double, options, monk
     events: list[dict] = []
     options = replace(options, processes=4)  # processes 0-3 of each side
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}
     for c in _bench(r):
         by_process: dict[int, list[int]] = collections.defaultdict(list)

@@ -174,7 +174,7 @@ def test_large_blocks_are_page_aligned_huge_pages_where_the_host_has_them(double
     allocator aligns blocks of 2 MiB or more to a page and advises them ``MADV_HUGEPAGE``
     (``THP_MEM_ALLOC_ENABLE``, ``sandbox.child_environment``), whether the child starts cold or
     is forked from a zygote: processes otherwise ran the bfloat16 softmax cases at one of two
-    speeds for their life (docs/research/bench-history.md, issue 14, section 15). Elsewhere it is not asked for."""
+    speeds for their life (docs/research/bench-history.md, section 15). Elsewhere it is not asked for."""
     from kernelrank.runner.containment.procfs import host_huge_pages
 
     report = _report(double, options, "report_memory.py", start)
@@ -190,7 +190,7 @@ def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_
     """Where the judge may raise priorities (``CAP_SYS_NICE``: root), the child's threads, OpenMP's
     included, and its session's autogroup have nice ``isolation.CHILD_NICE``, whether the child
     starts cold or is forked from a zygote, so a timed call takes its CPUs ahead of the host's
-    other work; a sandboxed child cannot lower its nice further (issue 14). A judge that may not
+    other work; a sandboxed child cannot lower its nice further. A judge that may not
     raise them leaves them at 0."""
     report = _report(double, options, "report_priority.py", start)
     method = isolation_check.choose("auto")[0]
@@ -208,8 +208,7 @@ def test_every_thread_of_the_child_runs_at_the_raised_priority_and_cannot_raise_
 def test_the_child_settles_vector_math_before_it_loads_the_submission(double, options, start: str) -> None:
     """oneMKL picks a vector-math kernel on the function's first call, and a first call made by
     several OpenMP threads at once can run the low-accuracy one for a thread's part
-    (``steady.resolve_vector_math``; an honest softmax's first call failed its check that way,
-    issue 14). Cold or forked from a zygote, the child has made every such first call, in float32
+    (``steady.resolve_vector_math``; an honest softmax's first call failed its check that way). Cold or forked from a zygote, the child has made every such first call, in float32
     and float64, from its one thread, before the submission's module is even loaded."""
     report = _report(double, options, "report_vector_math.py", start)
     assert report["resolved"], report

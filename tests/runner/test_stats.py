@@ -1,5 +1,5 @@
 """The judge's statistics (``runner/stats.py``), on synthetic numbers with known answers and on
-timings recorded on this project's machines (``tests/fixtures/timings/``, written by
+timings recorded on 2-core CPU machines (``tests/fixtures/timings/``, written by
 ``bench/record_timings.py``): paired leaderboard runs of the softmax reference's own computation
 (speedup 1 by construction) and of the ``correct_pytorch`` example, with the machine loaded."""
 
@@ -272,7 +272,7 @@ def test_runs_that_agree_combine_to_their_geometric_mean() -> None:
 
 def test_runs_that_disagree_widen_the_interval_and_are_not_ranked() -> None:
     """A GEMM run whose reference ran 1.5x slower for the whole run beside one that did not
-    (docs/research/bench-history.md, issue 14): each run's interval is narrow and excludes the other's speedup;
+    (docs/research/bench-history.md): each run's interval is narrow and excludes the other's speedup;
     the combination's interval holds both, its runs' part is in ``between_se`` (so that
     :func:`stats.run_noisy`, which holds the part that more pairs shrink, is not what refuses
     it), and the runs disagree."""
@@ -395,8 +395,8 @@ def _recorded_scores() -> list[tuple[str, list[list[stats.Interval]]]]:
 
 def test_recorded_scores_of_one_file_cannot_be_told_apart() -> None:
     """Five scores of one file, each from a leaderboard submission's two runs in a row, recorded
-    at idle on this project's AMD VM (softmax and GEMM, their example and a kernel identical to
-    the reference; ``docs/research/bench-history.md``, issue 14). One file against itself must read as a tie:
+    at idle on a 2-core AMD EPYC VM (softmax and GEMM, their example and a kernel identical to
+    the reference; ``docs/research/bench-history.md``, section 9). One file against itself must read as a tie:
     every two of its combined scores' intervals overlap, and an identical kernel's hold 1.
     Single runs did not: six pairs of GEMM runs' intervals were apart (2.392x, +-0.9%, against
     2.486x, +-1.4%), and one identical softmax run's interval missed 1 (0.981x, 0.966-0.997)."""
@@ -418,7 +418,7 @@ def test_recorded_scores_of_one_file_cannot_be_told_apart() -> None:
 
 
 def test_a_run_in_the_machines_other_mode_disagrees_with_its_neighbour() -> None:
-    """Two GEMM runs of 2026-11-26 (docs/research/bench-history.md section 8): one whose reference ran in the slow
+    """Two recorded GEMM runs (docs/research/bench-history.md, section 8): one whose reference ran in the slow
     mode for all its 52 s, scored 3.683 us (3.450-3.931), and one in the fast mode from start to
     end, 2.540 us (2.444-2.640). Each alone is known well enough to rank; as two runs of one
     submission (speedups on one basis) they disagree, so it is not ranked until measured again."""
@@ -503,7 +503,7 @@ def test_a_run_is_ranked_by_how_well_its_score_is_known() -> None:
 
 @pytest.mark.parametrize("name", ["softmax_cpu_loaded.json", "softmax_cpu_hog.json"])
 def test_recorded_noisy_runs_stay_unranked(name: str) -> None:
-    """On timings recorded on this project's machines under load (judged as the judge judges
+    """On timings recorded under load (judged as the judge judges
     them), where cases read ±12% to ±1800%, the run-level rule still refuses every run (18)."""
     verdicts = []
     for run in _runs(FIXTURES / "timings" / name):
@@ -551,7 +551,7 @@ def test_judged_times_keep_honest_claims_and_replace_short_ones() -> None:
 
 def test_the_paths_overhead_does_not_pull_a_speedup_towards_one() -> None:
     """Both sides' requests carry the judge's path (thaw, socket, the child's bookkeeping, freeze:
-    2-7 ms a request measured here) beyond their calls. Honest claims stand, so the pairs'
+    2-7 ms a request) beyond their calls. Honest claims stand, so the pairs'
     speedup is the calls' (0.35 here); with the allowance capped at 0.5 ms it read 0.42, the
     path's few ms added to both sides (a real case: 0.36x read 0.48x). A lying submission gains at
     most the spread of the path."""
@@ -671,7 +671,7 @@ def test_the_trimmed_mean_is_steadier_than_the_mean_on_recorded_pairs() -> None:
         assert stats.quantile(trimmed, q) < stats.quantile(mean, q), q
 
 
-# -- the job's CPU time against the claims (issue 43) ---------------------------------------------
+# -- the job's CPU time against the claims ---------------------------------------------
 def _loaded_case(rng: random.Random, n: int, hidden_ns: int, threads_busy: float = 1.0) -> "object":
     """A case on a busy 2-core machine as the judge records it: the reference claims 10 ms a
     request with both cores busy, its path 3 ms of window (stretched by load up to 20 ms on some
@@ -694,8 +694,8 @@ def _loaded_case(rng: random.Random, n: int, hidden_ns: int, threads_busy: float
 def test_work_hidden_outside_the_claims_on_any_thread_is_charged_at_load() -> None:
     """A submission claiming 10 µs while a helper thread does 20 ms of work in each window (the
     reference's calls take 10 ms on two cores: the same work) counts for at least that work spread
-    over both cores, however busy the machine; an honest side is judged by the same rules. Before issue 43
-    the per-request allowance (the reference's path at its 90th percentile) let most of it pass."""
+    over both cores, however busy the machine; an honest side is judged by the same rules. A per-request
+    allowance (the reference's path at its 90th percentile) would let most of it pass."""
     rng = random.Random(43)
     p = _loaded_case(rng, 60, 20_000_000)
     sub, ref, _ = p.judged()

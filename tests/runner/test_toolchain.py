@@ -1,4 +1,4 @@
-"""The sandbox has the toolchain kernel authors use (issue 12, point 2): ``load_inline`` with and
+"""The sandbox has the toolchain kernel authors use: ``load_inline`` with and
 without a precompiled header in any order on one runner, ``torch.compile`` (inductor on the CPU),
 Triton's interpreter (its JIT needs a GPU: see the runner's self-test)."""
 

@@ -13,7 +13,7 @@ import pytest
 
 from kernelrank.runner.judge import judging
 from kernelrank.runner.judge.harness import EvalOptions, evaluate
-from kernelrank.runner.results import Status
+from kernelrank.vocab import Verdict
 from tests.conftest import submission
 
 
@@ -37,14 +37,14 @@ def _no_processes_left(marker: str) -> bool:
 
 def test_correct_submission_passes(double, options) -> None:
     r = _run(double, "double_ok.py", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     assert [c.passed for c in r.cases] == [True, True]
     assert r.score_ns is None
 
 
 def test_wrong_values_fail_naming_the_case(double, options) -> None:
     r = _run(double, "double_wrong.py", options)
-    assert r.status is Status.failed
+    assert r.status is Verdict.failed
     assert "test case 0" in r.message and "seed=1" in r.message
     bad = r.cases[0]
     assert not bad.passed and bad.mismatches > 0 and bad.first_mismatch is not None and bad.max_abs_error > 0
@@ -53,18 +53,18 @@ def test_wrong_values_fail_naming_the_case(double, options) -> None:
 @pytest.mark.parametrize(
     ("name", "status", "needle"),
     [
-        ("raises.py", Status.error, "ValueError: kernel bug"),
-        ("sys_exit.py", Status.error, "SystemExit"),
-        ("os_exit.py", Status.error, "exited with code 7"),
-        ("segfault.py", Status.error, "SIGSEGV"),
-        ("aborts.py", Status.error, 'after it reported "Fatal Python error: Aborted"'),
-        ("syntax_error.py", Status.compile_error, "SyntaxError"),
-        ("no_kernel.py", Status.compile_error, "custom_kernel"),
-        ("returns_list.py", Status.failed, "plain torch.Tensor"),
-        ("subclass.py", Status.failed, "plain torch.Tensor"),
+        ("raises.py", Verdict.error, "ValueError: kernel bug"),
+        ("sys_exit.py", Verdict.error, "SystemExit"),
+        ("os_exit.py", Verdict.error, "exited with code 7"),
+        ("segfault.py", Verdict.error, "SIGSEGV"),
+        ("aborts.py", Verdict.error, 'after it reported "Fatal Python error: Aborted"'),
+        ("syntax_error.py", Verdict.compile_error, "SyntaxError"),
+        ("no_kernel.py", Verdict.compile_error, "custom_kernel"),
+        ("returns_list.py", Verdict.failed, "plain torch.Tensor"),
+        ("subclass.py", Verdict.failed, "plain torch.Tensor"),
     ],
 )
-def test_verdicts(double, options, name: str, status: Status, needle: str) -> None:
+def test_verdicts(double, options, name: str, status: Verdict, needle: str) -> None:
     r = _run(double, name, options)
     assert r.status is status, r.message
     assert needle in r.message
@@ -91,7 +91,7 @@ def test_the_childs_fatal_report_is_quoted_as_its_own_words() -> None:
 def test_hang_is_a_timeout_and_kills_the_process_group(double, options) -> None:
     started = time.monotonic()
     r = _run(double, "hang.py", options)
-    assert r.status is Status.timeout
+    assert r.status is Verdict.timeout
     assert "test case 0" in r.message
     assert time.monotonic() - started < double.definition.budgets.test + 20
     scratch = options.scratch_dir
@@ -103,12 +103,12 @@ def test_hang_while_loading_hits_the_compile_budget(double, tmp_path: Path) -> N
     fast = double.definition.model_copy(update={"budgets": double.definition.budgets.model_copy(update={"compile": 3.0})})
     spec = double.spec().__class__(fast, double.spec().reference_source, double.revision)
     r = evaluate(spec, submission("hang_on_import.py"), "test", "cpu", EvalOptions(scratch_dir=tmp_path))
-    assert r.status is Status.timeout and "loading" in r.message
+    assert r.status is Verdict.timeout and "loading" in r.message
 
 
 def test_log_flood_is_cut_not_buffered(double, options) -> None:
     r = _run(double, "log_flood.py", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     out = r.logs["stdout"]
     assert len(out) < 2 * options.log_limit
     assert "bytes cut" in out
@@ -117,7 +117,7 @@ def test_log_flood_is_cut_not_buffered(double, options) -> None:
 @pytest.mark.slow
 def test_cpp_compile_error_is_a_compile_error(double, options) -> None:
     r = _run(double, "cpp_compile_error.py", options)
-    assert r.status is Status.compile_error, r.message
+    assert r.status is Verdict.compile_error, r.message
     assert "undeclared_factor" in r.message
 
 
@@ -133,12 +133,12 @@ def test_environment_holds_no_secrets(double, options, monkeypatch: pytest.Monke
         "    return data[0] * 2\n"
     )
     r = evaluate(double.spec(), src, "test", "cpu", options)
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
 
 
 def test_timed_modes_report_statistics(double, options) -> None:
     r = _run(double, "double_ok.py", options, mode="benchmark")
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     bench = [c for c in r.cases if c.kind == "benchmark"]
     assert len(bench) == 2
     for c in bench:
@@ -152,7 +152,7 @@ def test_timed_modes_report_statistics(double, options) -> None:
 
 def test_leaderboard_scores_and_checks_every_call(double, options) -> None:
     r = _run(double, "double_ok.py", options, mode="leaderboard")
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     bench = [c for c in r.cases if c.kind == "benchmark"]
     # every timed call's output was checked, the warm-up pairs' too (timed, not counted), plus each
     # timed process's first warm-up output
@@ -167,10 +167,10 @@ def test_escaping_the_timed_region_is_rejected(double, options) -> None:
     window anyway, so the lie gains nothing; and where the calling thread's CPU time shows the work
     (any machine not so busy that the claims themselves are mostly waiting), it is rejected."""
     r = _run(double, "untimed_work.py", options, mode="benchmark")
-    if r.status is Status.rejected:
+    if r.status is Verdict.rejected:
         assert "wall clock" in r.message
         return
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     bench = [c for c in r.cases if c.kind == "benchmark"]
     assert all(c.wall_check["main_unexplained_low_ns"] < 2 * judging.MAIN_OVERHEAD_FLOOR_NS for c in bench), \
         "the CPU time showed the work, yet the lie was not rejected"
@@ -179,17 +179,17 @@ def test_escaping_the_timed_region_is_rejected(double, options) -> None:
 
 def test_profile_mode_gives_table_and_trace(double, options) -> None:
     r = _run(double, "double_ok.py", options, mode="profile")
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message
     assert "Self CPU" in r.profile["table"] and "case 0" in r.profile["table"]
     trace = Path(r.profile["trace_file"])
     assert trace.is_file() and trace.stat().st_size > 0
 
 
 def test_tracebacks_start_at_the_submissions_own_frame(double, options) -> None:
-    """[issue 17] The traceback in the verdict begins with the submission's frame: none of the
+    """The traceback in the verdict begins with the submission's frame: none of the
     harness's (the child's request loop, the timer, importlib) comes before it."""
     r = _run(double, "raises.py", options)
-    assert r.status is Status.error
+    assert r.status is Verdict.error
     tb = r.message[r.message.index("Traceback (most recent call last):"):]
     frames = [line for line in tb.splitlines() if line.lstrip().startswith("File ")]
     assert frames and frames[0].strip().startswith('File "') and "submission.py" in frames[0]

@@ -11,12 +11,12 @@ import time
 import pytest
 import torch
 
-from kernelrank.runner.wire import Channel, ChannelClosed, ChannelTimeout, WireError, decode, encode
+from kernelrank.runner.wire import Link, LinkClosed, LinkTimeout, WireError, decode, encode
 
 
-def _pair(limit: int = 1 << 30) -> tuple[Channel, Channel]:
+def _pair(limit: int = 1 << 30) -> tuple[Link, Link]:
     a, b = socket.socketpair()
-    return Channel(a, limit), Channel(b, limit)
+    return Link(a, limit), Link(b, limit)
 
 
 def test_round_trip_keeps_values_dtypes_and_structure() -> None:
@@ -75,7 +75,7 @@ def test_decode_rejects_lying_tensor_headers() -> None:
 
 def test_oversized_message_is_refused_before_allocation() -> None:
     raw_a, raw_b = socket.socketpair()
-    receiver = Channel(raw_b, max_message_bytes=1024)
+    receiver = Link(raw_b, max_message_bytes=1024)
     head = json.dumps({"body": None}).encode()
     # claims one buffer of 1 TB
     raw_a.sendall(struct.pack("<I", len(head)) + head + struct.pack("<Q", 1) + struct.pack("<Q", 10**12))
@@ -87,15 +87,15 @@ def test_garbage_header_is_a_wire_error() -> None:
     raw_a, raw_b = socket.socketpair()
     raw_a.sendall(struct.pack("<I", 5) + b"\xff\xfe{{{")
     with pytest.raises(WireError, match="not JSON"):
-        Channel(raw_b).recv(deadline=time.monotonic() + 5)
+        Link(raw_b).recv(deadline=time.monotonic() + 5)
 
 
 def test_timeout_and_close() -> None:
     a, b = _pair()
-    with pytest.raises(ChannelTimeout):
+    with pytest.raises(LinkTimeout):
         b.recv(deadline=time.monotonic() + 0.05)
     a.close()
-    with pytest.raises(ChannelClosed):
+    with pytest.raises(LinkClosed):
         b.recv(deadline=time.monotonic() + 5)
 
 

@@ -108,13 +108,14 @@ def test_secret_run_is_not_run_after_a_failed_public_run(double: Problem) -> Non
 
 def test_only_the_secret_run_gets_the_secret_seed(double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelrank.runner.judge import harness
-    from kernelrank.runner.results import EvalResult, Status
+    from kernelrank.runner.results import EvalResult
+    from kernelrank.vocab import Verdict
 
     seen: list[tuple[str, Any]] = []
 
     def fake_evaluate(spec, source, mode, device, options, on_event=None):  # noqa: ANN001 - the harness's signature
         seen.append((mode, options.secret))
-        return EvalResult(Status.passed, mode, spec.name, spec.revision, device, score_ns=float("inf"))
+        return EvalResult(Verdict.passed, mode, spec.name, spec.revision, device, score_ns=float("inf"))
 
     monkeypatch.setattr(harness, "evaluate", fake_evaluate)
     reports = Reports()

@@ -12,8 +12,8 @@ import pytest
 
 from kernelrank.runner.host.devices import cpu_threads
 from kernelrank.runner.judge.harness import EvalOptions, evaluate
-from kernelrank.runner.results import Status
 from kernelrank.runner.submission.zygote import Zygote
+from kernelrank.vocab import Verdict
 from tests.conftest import submission
 
 
@@ -46,7 +46,7 @@ def _processes_of_zygote(zygote: Zygote) -> list[int]:
 def test_warm_children_pass_and_are_isolated_like_cold_ones(double, options, warm) -> None:
     cold = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", options)
     hot = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", warm)
-    assert cold.status is hot.status is Status.passed, (cold.message, hot.message)
+    assert cold.status is hot.status is Verdict.passed, (cold.message, hot.message)
     same = lambda iso: {k: v for k, v in iso.items() if k not in ("uid", "start")}  # noqa: E731 - a uid per job
     assert same(hot.isolation) == same(cold.isolation)
     assert (cold.isolation["start"], hot.isolation["start"]) == ("cold", "warm")
@@ -68,14 +68,14 @@ def test_each_evaluation_gets_a_fresh_process(double, warm) -> None:
 
 def test_crash_hang_and_exit_are_verdicts_and_the_zygote_keeps_serving(double, warm, zygote) -> None:
     crashed = evaluate(double.spec(), submission("os_exit.py"), "test", "cpu", warm)
-    assert crashed.status is Status.error and "exited with code 7" in crashed.message
+    assert crashed.status is Verdict.error and "exited with code 7" in crashed.message
     hung = evaluate(double.spec(), submission("hang.py"), "test", "cpu", warm)
-    assert hung.status is Status.timeout, hung.message
+    assert hung.status is Verdict.timeout, hung.message
     deadline = time.monotonic() + 10
     while _processes_of_zygote(zygote) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert _processes_of_zygote(zygote) == []  # every child ended and was reaped
-    assert evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", warm).status is Status.passed
+    assert evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", warm).status is Verdict.passed
 
 
 def test_the_zygote_holds_no_secret(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,4 +95,4 @@ def test_a_dead_zygote_falls_back_to_a_cold_start(double, options) -> None:
     z.close()
     assert not z.matches("cpu", cpu_threads(0))
     r = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", dataclasses.replace(options, zygote=z))
-    assert r.status is Status.passed, r.message
+    assert r.status is Verdict.passed, r.message

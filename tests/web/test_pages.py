@@ -178,7 +178,7 @@ def test_best_over_time_keeps_only_improvements(world: World) -> None:
     from kernelrank.db.models import Submission
     from kernelrank.db.session import session_scope
     from kernelrank.services.problems import current_revision
-    from kernelrank.web.queries import best_over_time
+    from kernelrank.api.web.queries import best_over_time
 
     t0 = dt.datetime(2026, 1, 1)
     with session_scope() as s:
@@ -413,7 +413,7 @@ def test_submission_page_goes_live_to_verdict_with_stats(client: TestClient, wor
 @pytest.mark.parametrize("ns,text", [(None, "—"), (812, "812 ns"), (12_345, "12.3 µs"), (4_560_000, "4.56 ms"),
                                      (1.2e9, "1.20 s")])
 def test_duration_units(ns: float | None, text: str) -> None:
-    from kernelrank.web.format import duration
+    from kernelrank.api.web.format import duration
 
     assert duration(ns) == text
 
@@ -424,7 +424,7 @@ def test_duration_units(ns: float | None, text: str) -> None:
     ([0.0, "Infinity"], "duration", "0.00 ns–∞"), (None, "duration", "—"), (["x", 1.0], "speedup", "—")])
 def test_interval_text(value, kind: str, text: str) -> None:
     """A 95% interval as the pages show it; infinity, as stored results write it, reads ∞."""
-    from kernelrank.web.format import interval
+    from kernelrank.api.web.format import interval
 
     assert interval(value, kind) == text
 

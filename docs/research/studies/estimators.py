@@ -32,9 +32,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from kernelrank.runner.judge import judging
-
 from kernelrank.runner import stats
+from kernelrank.runner.judge import judging
 
 Estimator = Callable[[list[float], list[float]], stats.Interval]
 

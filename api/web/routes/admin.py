@@ -15,12 +15,12 @@ from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from starlette.datastructures import UploadFile
 
-from kernelrank.api.edge import Id, body_limit, problem_body_bytes
 from kernelrank.api.deps import DispatchDep, ReferenceCheckDep, SessionDep, SettingsDep
+from kernelrank.api.edge import Id, body_limit, problem_body_bytes
+from kernelrank.api.web.deps import PageUser, check_csrf, render
+from kernelrank.api.web.signin import signin_redirect
 from kernelrank.db.models import User
 from kernelrank.services import Forbidden, Invalid, TooLarge, problem_admin, problems, submissions
-from kernelrank.web.deps import PageUser, check_csrf, render
-from kernelrank.web.signin import signin_redirect
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 

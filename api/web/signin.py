@@ -7,7 +7,7 @@ from urllib.parse import quote, urlsplit
 from fastapi import Request
 from fastapi.responses import RedirectResponse
 
-from kernelrank.web.deps import COOKIE
+from kernelrank.api.web.deps import COOKIE
 
 def safe_next(target: str | None) -> str:
     """A same-site path to go to after sign-in: ``target`` when it is a local path, else ``/``

@@ -22,10 +22,10 @@ from fastapi import Depends, Request
 from fastapi.templating import Jinja2Templates
 
 from kernelrank.api.deps import SessionDep, release
+from kernelrank.api.web import format as fmt
+from kernelrank.api.web.markdown import render_markdown
 from kernelrank.db.models import User
 from kernelrank.services import Forbidden, users
-from kernelrank.web import format as fmt
-from kernelrank.web.markdown import render_markdown
 
 HERE = Path(__file__).resolve().parent
 COOKIE = "kr_session"

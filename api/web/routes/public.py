@@ -11,13 +11,12 @@ from fastapi.responses import HTMLResponse
 from sqlalchemy.orm import Session
 
 from kernelrank.api.deps import SessionDep, SettingsDep
+from kernelrank.api.web import charts, queries
+from kernelrank.api.web.deps import PageUser, render
 from kernelrank.db.models import ProblemRevision, User, utcnow
 from kernelrank.problems import Case
-from kernelrank.queue import device_class
 from kernelrank.services import Invalid, NotFound, leaderboard, problems, runners, submissions
-from kernelrank.vocab import CPU_QUEUE, MODES
-from kernelrank.web import charts, queries
-from kernelrank.web.deps import PageUser, render
+from kernelrank.vocab import CPU_QUEUE, MODES, CaseKind, device_class
 
 router = APIRouter(include_in_schema=False)
 
@@ -52,7 +51,7 @@ def home(request: Request, session: SessionDep, settings: SettingsDep, user: Pag
     """Every problem with, per device, its leader, their score and speedup, and the entrants."""
     revs = visible_revisions(session, user)
     leaders = leaderboard.leaders(session, [r.id for r in revs])
-    served = runners.served_devices(session, settings.runner_online_seconds)
+    served = runners.served_queues(session, settings.runner_online_seconds)
     rows = []
     for rev in revs:
         boards = devices_for(served, (dev for (rid, dev) in leaders if rid == rev.id))
@@ -71,7 +70,7 @@ def problem_page(name: str, request: Request, session: SessionDep, settings: Set
     rev = problems.get_revision(session, name, revision or None, include_hidden=hidden)
     d = problems.definition(rev)
     ranked = leaderboard.boards(session, rev.id, limit=BOARD_ROWS)
-    served = runners.served_devices(session, settings.runner_online_seconds)
+    served = runners.served_queues(session, settings.runner_online_seconds)
     shown = [{"device": device, "rows": ranked.get(device, []),
               "headline": case_label(d.benchmarks[device_class(device)][0])}
              for device in devices_for(served, ranked)]
@@ -126,7 +125,7 @@ def cases_chart(name: str, device: str, session: SessionDep, user: PageUser, rev
     for r in rows:
         means: dict[int, float] = {}
         for case in results.get(r.submission_id, {}).get("cases") or []:
-            if isinstance(case, dict) and case.get("kind") == "benchmark" and case.get("timing"):
+            if isinstance(case, dict) and case.get("kind") == CaseKind.benchmark and case.get("timing"):
                 means[case.get("index")] = case["timing"].get("mean_ns")
         entries.append((r.user, [means.get(i) for i in range(len(cases))]))
     labels = [f"#{i} {case_label(c)}" for i, c in enumerate(cases)]

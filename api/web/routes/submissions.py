@@ -16,13 +16,13 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from kernelrank.api.edge import Id, PageNumber, body_limit, submission_body_bytes
 from kernelrank.api.deps import DispatchDep, SessionDep, SettingsDep
-from kernelrank.api.routes.submissions import _public as public_view
+from kernelrank.api.edge import Id, PageNumber, body_limit, submission_body_bytes
+from kernelrank.api.presenters import submission_public
+from kernelrank.api.web.deps import PageUser, check_csrf, render
+from kernelrank.api.web.signin import signin_redirect
 from kernelrank.services import Invalid, TooLarge, problems, runners, submissions
-from kernelrank.web.deps import PageUser, check_csrf, render
-from kernelrank.vocab import CPU_QUEUE, FINAL_STATUSES as FINAL, MODES, STATUSES, Mode
-from kernelrank.web.signin import signin_redirect
+from kernelrank.vocab import CPU_QUEUE, FINAL_STATUSES, MODES, STATUSES, CaseKind, Mode, RunKind
 
 router = APIRouter(include_in_schema=False)
 
@@ -33,7 +33,8 @@ PAGE_SIZE = 50
 def _view(session, sub, user) -> dict[str, Any]:
     full = submissions.can_see_code(user, sub)
     admin = bool(user and user.is_admin)
-    return {"sub": public_view(sub, full=full, with_code=full, admin=admin), "full": full, "final": sub.status in FINAL,
+    return {"sub": submission_public(sub, full=full, with_code=full, admin=admin), "full": full,
+            "final": sub.status in FINAL_STATUSES,
             "id": sub.id}
 
 
@@ -77,7 +78,7 @@ async def submit(name: str, request: Request, session: SessionDep, settings: Set
         raise TooLarge(f"submission is over the limit of {limit} bytes")
     sub = submissions.create_submission(
         session, user, name, device, mode, raw, filename[:255],
-        runners.served_devices(session, settings.runner_online_seconds), limit, dispatch)
+        runners.served_queues(session, settings.runner_online_seconds), limit, dispatch)
     return RedirectResponse(f"/submissions/{sub.id}", status_code=303)
 
 
@@ -101,18 +102,18 @@ def submission_live(submission_id: Id, request: Request, session: SessionDep, us
 @router.get("/submissions/{submission_id}/roofline.svg")
 def roofline_svg(submission_id: int, session: SessionDep, user: PageUser) -> Response:
     """SVG: the public run's benchmark cases on the roofline of the runner that ran them
-    (:func:`kernelrank.web.charts.roofline_chart`); 404 when the run has no roofline."""
+    (:func:`kernelrank.api.web.charts.roofline_chart`); 404 when the run has no roofline."""
     from kernelrank.services import NotFound
-    from kernelrank.web import charts
+    from kernelrank.api.web import charts
 
     sub = submissions.get_submission(session, submission_id)
-    result = public_view(sub, full=False, with_code=False).runs
-    public = next((r.result for r in result if r.kind == "public"), None) or {}
+    result = submission_public(sub, full=False, with_code=False).runs
+    public = next((r.result for r in result if r.kind == RunKind.public), None) or {}
     ceilings = public.get("ceilings")
     points = [(f"#{c.get('index')} {case_text(c.get('spec'))}", c["roofline"]["intensity"], c["tflops"],
                c["roofline"].get("dtype"))
               for c in public.get("cases") or []
-              if isinstance(c, dict) and c.get("kind") == "benchmark" and isinstance(c.get("roofline"), dict)
+              if isinstance(c, dict) and c.get("kind") == CaseKind.benchmark and isinstance(c.get("roofline"), dict)
               and c["roofline"].get("intensity") and isinstance(c.get("tflops"), (int, float))]
     if not isinstance(ceilings, dict) or not points:
         raise NotFound(f"submission {submission_id} has no roofline to draw")
@@ -135,7 +136,7 @@ def my_submissions(request: Request, session: SessionDep, user: PageUser, proble
     page = max(1, page)
     if status and status not in STATUSES:
         raise Invalid(f"unknown status {status!r}; one of {', '.join(STATUSES)}")
-    rows = submissions.list_for_user(session, user, problem=problem[:64] or None, device=device[:64] or None,
+    rows = submissions.list_for_user(session, user, problem=problem[:64] or None, device_queue=device[:64] or None,
                                      status=status or None, limit=PAGE_SIZE + 1, offset=(page - 1) * PAGE_SIZE)
     names = [rev.problem.name for rev in problems.list_current(session)]
     return render(request, "my_submissions.html", user, rows=rows[:PAGE_SIZE], more=len(rows) > PAGE_SIZE,

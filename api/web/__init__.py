@@ -32,8 +32,8 @@ _TITLES = {401: "Sign-in needed", 403: "Not allowed", 404: "Not found", 409: "Co
 def install(app: FastAPI) -> None:
     """Add the pages to ``app``. Call after the app's own exception handlers are registered: page
     requests get an HTML error page, other requests go to the app's handler."""
-    from kernelrank.web.deps import HERE
-    from kernelrank.web.routes import account, admin, public, submissions
+    from kernelrank.api.web.deps import HERE
+    from kernelrank.api.web.routes import account, admin, public, submissions
 
     for router in (public.router, submissions.router, account.router, admin.router):
         app.include_router(router)
@@ -59,7 +59,7 @@ def install(app: FastAPI) -> None:
 
 def error_page(request: Request, status_code: int, message: str) -> Response:
     """An HTML error page (the message is escaped like any other text)."""
-    from kernelrank.web.deps import render
+    from kernelrank.api.web.deps import render
 
     return render(request, "error.html", None, status_code=status_code, title=_TITLES.get(status_code, "Error"),
                   message=message)
