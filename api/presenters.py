@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kernelrank.api.schemas import (
+    BoardLimitPublic,
     LeaderboardPublic,
     LeaderboardRowPublic,
     Me,
@@ -26,21 +27,24 @@ from kernelrank.api.schemas import (
     SubmissionPublic,
     TokenPublic,
 )
-from kernelrank.db.models import ApiToken, Problem, ProblemRevision, Runner, Submission, User
+from kernelrank.db.models import ApiToken, BoardLimit, Problem, ProblemRevision, Runner, Submission, User
 from kernelrank.services import problems, users
 from kernelrank.services.leaderboard import LeaderboardRow
 from kernelrank.services.problem_admin import PushResult
+from kernelrank.services.queueing import QueuePlace
 
 #: Characters of a message's first line shown to viewers who may not see its details.
 FIRST_LINE_CHARS = 300
 
 
 # -- submissions ----------------------------------------------------------------------------------
-def submission_public(sub: Submission, full: bool, with_code: bool, admin: bool = False) -> SubmissionPublic:
+def submission_public(sub: Submission, full: bool, with_code: bool, admin: bool = False,
+                      queue: QueuePlace | None = None) -> SubmissionPublic:
     """The submission as ``SubmissionPublic``; ``full`` (owner or admin) adds messages' details
     and the disqualification reason, ``with_code`` the code and logs, ``admin`` the kernelguard
-    signal. Runs: those of the measurements that count (the current attempt's, and the earlier
-    ones it was measured again after)."""
+    signal, ``queue`` its place while queued (:func:`kernelrank.services.queueing.place_in_queue`).
+    Runs: those of the measurements that count (the current attempt's, and the earlier ones it
+    was measured again after)."""
     rev = sub.problem_revision
     runs = sub.counted_runs
     logs = ("".join(f"=== {run.kind} run (attempt {run.attempt}) ===\n{run.logs}\n" for run in runs if run.logs)
@@ -53,6 +57,7 @@ def submission_public(sub: Submission, full: bool, with_code: bool, admin: bool 
         score_ci_ns=_interval(sub.score_low_ns, sub.score_high_ns),
         speedup_ci=_interval(sub.speedup_low, sub.speedup_high),
         started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
+        queue_position=queue.position if queue else None, estimated_start=queue.estimated_start if queue else None,
         attempt=sub.attempt, measurements=sub.measurements, disqualified=sub.disqualified_at is not None,
         disqualified_reason=sub.disqualified_reason if full else None,
         needs_review=sub.needs_review, review_reason=sub.review_reason, guard=sub.guard if admin else None,
@@ -155,3 +160,9 @@ def _first_line(text: Any, limit: int = FIRST_LINE_CHARS) -> str:
 
 def _interval(low: float | None, high: float | None) -> list[float] | None:
     return None if low is None or high is None else [low, high]
+
+
+# -- limits ---------------------------------------------------------------------------------------
+def board_limit_public(rule: BoardLimit) -> BoardLimitPublic:
+    """An admin's board limit as ``BoardLimitPublic``."""
+    return BoardLimitPublic(problem=rule.problem.name, device=rule.device, mode=rule.mode, per_hour=rule.per_hour)

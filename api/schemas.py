@@ -159,6 +159,11 @@ class SubmissionPublic(_UtcTimes):
     started_at: dt.datetime | None
     finished_at: dt.datetime | None
     progress: dict[str, Any]
+    queue_position: int | None = Field(default=None, description=(
+        "While queued: jobs ahead of it in its device queue (0: next); null once running or done."))
+    estimated_start: dt.datetime | None = Field(default=None, description=(
+        "While queued: when it may start, from the recent median job time of each job ahead's mode on its device "
+        "queue and the runners serving it now; null when the queue has no history or no runner."))
     attempt: int = Field(default=1, description="1, plus one per requeue or measurement made again.")
     measurements: int = Field(default=1, description=(
         "Measurements its verdict and score are made of: 1, plus one per time the service measured it again "
@@ -230,6 +235,8 @@ class RunnersPublic(BaseModel):
 
     runners: list[RunnerPublic]
     queues: dict[str, int] = Field(description="Device queue -> submissions waiting (status queued).")
+    oldest_wait_s: dict[str, float] = Field(default_factory=dict, description=(
+        "Device queue -> seconds its oldest waiting submission has waited (queues with submissions waiting)."))
 
 
 # -- users ----------------------------------------------------------------------------------------
@@ -298,6 +305,27 @@ class TokenCreated(TokenPublic):
     """A new API token, shown in this answer only (only its hash is kept)."""
 
     token: str
+
+
+# -- limits ---------------------------------------------------------------------------------------
+class BoardLimitSet(BaseModel):
+    """An admin's limit on one board and mode."""
+
+    problem: str = Field(min_length=1, max_length=64)
+    device: str = Field(min_length=1, max_length=64, description="A device queue: cpu or cuda-<model>.")
+    mode: str = Field(min_length=1, max_length=16, description=", ".join(MODES) + ".")
+    per_hour: int = Field(ge=0, le=100_000, description=(
+        "Submissions of this mode each user may make to this board in any rolling hour; 0 removes the limit."))
+
+
+class BoardLimitPublic(BaseModel):
+    """A board's limit: each user may make ``per_hour`` submissions of ``mode`` to ``problem`` on
+    ``device`` in any rolling hour (over it: 429 naming when the next is allowed)."""
+
+    problem: str
+    device: str
+    mode: str
+    per_hour: int
 
 
 # -- moderation -----------------------------------------------------------------------------------

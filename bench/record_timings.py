@@ -3,7 +3,7 @@
 Each run of each file is judged in leaderboard mode on the CPU (``kernelrank.runner.judge.harness``,
 child and reference contained as on a runner); every pair the judge timed, counted or not, is
 kept as the harness's ``pairs`` event gives it (``[submission first, its claim, window,
-main-thread CPU, the reference's claim, window, main-thread CPU]``, ns), with the run's figures. ``tests/fixtures/timings/`` holds such recordings; ``bench/estimators.py``
+main-thread CPU, the reference's claim, window, main-thread CPU]``, ns), with the run's figures. ``tests/fixtures/timings/`` holds such recordings; ``docs/research/studies/estimators.py``
 and ``tests/runner/test_stats.py`` read them.
 
 Usage: ``python bench/record_timings.py OUT.json [--problem softmax] [--runs 3] [--hog]

@@ -203,3 +203,39 @@ def error_figure(value: float | str | None) -> str:
     if not math.isfinite(x):
         return "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")
     return "0" if x == 0 else number(x)
+
+
+def wait(seconds: float | None) -> str:
+    """An expected wait, rounded as a person would say it: ``"under a minute"``, ``"about 3 min"``
+    (minutes, rounded up), ``"about 2 h 5 min"``; :data:`MISSING` when unknown."""
+    s = finite(seconds)
+    if s is None:
+        return MISSING
+    if s < 60:
+        return "under a minute"
+    minutes = math.ceil(s / 60)
+    if minutes < 60:
+        return f"about {minutes} min"
+    return f"about {minutes // 60} h {minutes % 60} min"
+
+
+def waited(seconds: float | None) -> str:
+    """How long something has waited, in whole units: ``"12 s"``, ``"3 min"``, ``"2 h 5 min"``
+    (rounded down); :data:`MISSING` when unknown."""
+    s = finite(seconds)
+    if s is None:
+        return MISSING
+    s = max(0.0, s)
+    if s < 60:
+        return f"{int(s)} s"
+    minutes = int(s // 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"
+
+
+def queue_place(position: int | None, seconds_to_start: float | None) -> str:
+    """A queued job's place for people: ``"next in its queue"``, ``"3 jobs ahead"``, with the wait
+    when known (``"3 jobs ahead; starts in about 2 min"``); ``""`` when not queued."""
+    if position is None:
+        return ""
+    place = "next in its queue" if position == 0 else f"{position} job{'s' if position > 1 else ''} ahead"
+    return place if seconds_to_start is None else f"{place}; starts in {wait(seconds_to_start)}"

@@ -388,6 +388,27 @@ def stop_heartbeat(ident: RunnerIdentity | None) -> bool:
     return True
 
 
+def announce_start(ident: RunnerIdentity, what: str) -> None:
+    """Say, now and every heartbeat period until the worker is ready (:func:`first_heartbeat`),
+    that this runner is starting (``info["state"]``: ``starting: <what>``), so that its device
+    queue keeps taking submissions (they wait in the queue) while it runs its self-test or starts
+    its worker, and the runners page says why it takes no job yet. Cheap: no device probe."""
+    info = {"state": f"starting: {what}", "device": device_class(ident.queue),
+            "self_test": _self_test if _self_test is not None else {"status": "not run"}}
+    try:
+        send_heartbeat(ident, info)
+    except Exception as e:  # noqa: BLE001 - the thread tries again
+        log.warning("starting heartbeat failed: %s", type(e).__name__)
+    start_heartbeat(ident, info)
+
+
+def _end_heartbeat_thread() -> None:
+    """Stop the heartbeat thread (a starting runner's) without saying the runner stops."""
+    _heartbeat_stop.set()
+    if _heartbeat_thread is not None and _heartbeat_thread is not threading.current_thread():
+        _heartbeat_thread.join(STOP_WAIT_S)
+
+
 def first_heartbeat(ident: RunnerIdentity) -> dict[str, Any] | None:
     """Send the runner's first heartbeat now and return the device information it carried
     (``None`` when it failed). Called before the worker takes its first job, so the control
@@ -445,6 +466,7 @@ def self_test_gate(queue: str, run: SelfTestRunner = None, report: Any = None) -
         log.info("self-test passed on %s (%s checks)", queue, summary.get("checks"))
         return True
     log.error("self-test FAILED on %s: %s; this runner takes no jobs", queue, summary.get("failures"))
+    _end_heartbeat_thread()  # a starting heartbeat must not overwrite the failure below
     ident = _identity or configure(queue)
     try:
         (report or send_heartbeat)(ident, heartbeat_info(queue))
@@ -486,6 +508,7 @@ def _on_worker_setup(sender: Any = None, instance: Any = None, **_: Any) -> None
 def _on_worker_ready(**_: Any) -> None:
     """Main process, after the pool started and before the first job is fetched."""
     if _identity is not None:
+        _end_heartbeat_thread()  # the starting heartbeats (announce_start) end here
         info = first_heartbeat(_identity)
         log.info("runner %s ready on queue %s", _identity.name, _identity.queue)
         start_heartbeat(_identity, info)

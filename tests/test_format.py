@@ -79,3 +79,11 @@ def test_the_formatter_imports_no_torch() -> None:
 
     code = "import sys, kernelrank.format, kernelrank.roofline; print('torch' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_waits_read_as_people_say_them() -> None:
+    assert fmt.waited(0.4) == "0 s" and fmt.waited(59.9) == "59 s" and fmt.waited(125) == "2 min"
+    assert fmt.waited(3600 + 5 * 60) == "1 h 5 min" and fmt.waited(None) == fmt.MISSING
+    assert fmt.wait(30) == "under a minute" and fmt.wait(61) == "about 2 min" and fmt.wait(7260) == "about 2 h 1 min"
+    assert fmt.queue_place(None, 10) == "" and fmt.queue_place(0, None) == "next in its queue"
+    assert fmt.queue_place(2, 600) == "2 jobs ahead; starts in about 10 min"

@@ -5,6 +5,7 @@
   :mod:`kernelrank.services.problem_admin`); its reference must pass its own tests.
 - ``POST /problems/{name}/open|close|hide|unhide``: the problem's state.
 - ``POST /submissions/{id}/disqualify|reinstate|requeue|clear-review``: moderation.
+- ``GET /limits``, ``PUT /limits``: the limits per board and mode (submissions per user per hour).
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from starlette.datastructures import UploadFile
 
 from kernelrank.api.deps import AdminUser, DispatchDep, ReferenceCheckDep, SessionDep, SettingsDep
 from kernelrank.api.edge import Id, body_limit, problem_body_bytes
-from kernelrank.api.presenters import problem_pushed, problem_state_public, submission_public
+from kernelrank.api.presenters import board_limit_public, problem_pushed, problem_state_public, submission_public
 from kernelrank.api.schemas import (
+    BoardLimitPublic,
+    BoardLimitSet,
     DisqualifyRequest,
     ProblemCloseRequest,
     ProblemPushed,
     ProblemStatePublic,
     SubmissionPublic,
 )
-from kernelrank.services import TooLarge, problem_admin, problems, submissions
+from kernelrank.services import TooLarge, limits, problem_admin, problems, submissions
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 
@@ -168,3 +171,20 @@ def requeue(submission_id: Id, _admin: AdminUser, session: SessionDep, dispatch:
     """Judge the submission again as a new attempt (older runs stay as history, never counted)."""
     sub = submissions.requeue(session, submission_id, dispatch, force=force)
     return submission_public(sub, full=True, with_code=False, admin=True)
+
+
+@router.get("/limits", response_model=list[BoardLimitPublic], summary="Limits per board and mode",
+            responses=_ADMIN)
+def list_board_limits(_admin: AdminUser, session: SessionDep) -> list[BoardLimitPublic]:
+    """Every limit of submissions per user per hour set on a board and mode."""
+    return [board_limit_public(rule) for rule in limits.board_limits(session)]
+
+
+@router.put("/limits", response_model=list[BoardLimitPublic], summary="Set or remove a board's limit",
+            responses={**_ADMIN, 404: {"description": "Unknown problem"},
+                       422: {"description": "Not a mode or a device queue"}})
+def set_board_limit(body: BoardLimitSet, _admin: AdminUser, session: SessionDep) -> list[BoardLimitPublic]:
+    """Each user may make at most ``per_hour`` submissions of ``mode`` to the board in any rolling
+    hour (0 removes the limit; admins are exempt); answers every limit now set."""
+    limits.set_board_limit(session, body.problem, body.device, body.mode, body.per_hour)
+    return [board_limit_public(rule) for rule in limits.board_limits(session)]

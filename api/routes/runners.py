@@ -9,7 +9,7 @@ from kernelrank.api.deps import SessionDep, SettingsDep
 from kernelrank.api.presenters import runner_public
 from kernelrank.api.schemas import RunnersPublic
 from kernelrank.db.models import Runner
-from kernelrank.services import runners, submissions
+from kernelrank.services import queueing, runners, submissions
 
 router = APIRouter(prefix="/api/v1/runners", tags=["runners"])
 
@@ -27,4 +27,5 @@ def list_runners(session: SessionDep, settings: SettingsDep) -> RunnersPublic:
     return RunnersPublic(
         runners=[runner_public(r, online=r.name in online) for r in rows],
         queues=dict(sorted(queues.items())),
+        oldest_wait_s=dict(sorted(queueing.queue_waits(session).items())),
     )

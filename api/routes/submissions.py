@@ -21,7 +21,7 @@ from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionD
 from kernelrank.api.edge import Id, Offset, body_limit, submission_body_bytes
 from kernelrank.api.presenters import submission_public
 from kernelrank.api.schemas import SubmissionAccepted, SubmissionCreate, SubmissionPublic
-from kernelrank.services import TooLarge, limits, submissions
+from kernelrank.services import TooLarge, limits, queueing, submissions
 from kernelrank.vocab import CPU_QUEUE, MODES, Mode, SubmissionStatus
 
 router = APIRouter(prefix="/api/v1/submissions", tags=["submissions"])
@@ -135,7 +135,8 @@ _FORM_SCHEMA = {
                413: {"description": "Code over the size limit"}, 415: {"description": "Neither form nor JSON"},
                409: {"description": "Leaderboard mode on a closed problem (past its deadline)"},
                422: {"description": "Unknown mode or device, a device no runner serves, empty or non-UTF-8 code"},
-               429: {"description": "Over the hourly quota or the concurrent-job limit; see Retry-After"},
+               429: {"description": "Over the hourly quota, the concurrent-job limit or the board's limit; "
+                                   "see Retry-After"},
                503: {"description": "The database or the job queue is unavailable"}},
 )
 @body_limit(submission_body_bytes)
@@ -145,10 +146,10 @@ def create_submission(user: CurrentUser, new: Annotated[NewSubmission, Depends(p
     """Store a kernel and queue its evaluation on the device's runners; poll the returned id."""
     from kernelrank.services.runners import served_queues
 
-    limits.check_submission(session, user, limits.Limits.from_settings(settings))
     sub = submissions.create_submission(
         session, user, new.problem, new.device, new.mode, new.raw, new.filename,
         served_queues(session, settings.runner_online_seconds), settings.max_code_bytes, dispatch,
+        quota=limits.Limits.from_settings(settings),
     )
     response.headers["Location"] = f"{router.prefix}/{sub.id}"
     log.info("submission accepted", extra={"submission_id": sub.id, "user": user.name, "problem": new.problem,
@@ -159,7 +160,7 @@ def create_submission(user: CurrentUser, new: Annotated[NewSubmission, Depends(p
 @router.get("", response_model=list[SubmissionPublic], summary="My submissions",
             responses={401: {"description": "No valid token"}})
 def list_submissions(
-    user: CurrentUser, session: SessionDep,
+    user: CurrentUser, session: SessionDep, settings: SettingsDep,
     problem: Annotated[str | None, Query(max_length=64)] = None,
     device: Annotated[str | None, Query(max_length=64)] = None,
     status_: Annotated[SubmissionStatus | None, Query(alias="status")] = None,
@@ -172,17 +173,22 @@ def list_submissions(
     subs = submissions.list_for_user(session, user, problem=problem, device_queue=device,
                                      status=status_.value if status_ else None,
                                      limit=limit, offset=offset, disqualified=disqualified)
-    return [submission_public(sub, full=True, with_code=False) for sub in subs]
+    online_s = settings.runner_online_seconds
+    return [submission_public(sub, full=True, with_code=False, queue=queueing.place_in_queue(session, sub, online_s))
+            for sub in subs]
 
 
 @router.get("/{submission_id}", response_model=SubmissionPublic, summary="One submission",
             responses={401: {"description": "Invalid token"}, 404: {"description": "No such submission"}})
-def get_submission(submission_id: Id, viewer: OptionalUser, session: SessionDep) -> SubmissionPublic:
+def get_submission(submission_id: Id, viewer: OptionalUser, session: SessionDep,
+                   settings: SettingsDep) -> SubmissionPublic:
     """A submission's status and verdict (public; for a hidden problem, its owner's and admins'
-    only); code, logs and error details for its owner and admins."""
+    only); code, logs and error details for its owner and admins; while queued, its place in its
+    device queue and an estimated start."""
     sub = submissions.get_visible_submission(session, submission_id, viewer)
     full = submissions.can_see_code(viewer, sub)
-    return submission_public(sub, full=full, with_code=full, admin=bool(viewer and viewer.is_admin))
+    return submission_public(sub, full=full, with_code=full, admin=bool(viewer and viewer.is_admin),
+                             queue=queueing.place_in_queue(session, sub, settings.runner_online_seconds))
 
 
 @router.post("/{submission_id}/cancel", response_model=SubmissionPublic, summary="Cancel a queued submission",

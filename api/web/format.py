@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from kernelrank.format import byte_rate, duration, error_figure, flop_rate, interval, number, share, size, speedup
+from kernelrank.format import (byte_rate, duration, error_figure, flop_rate, interval, number, share, size, speedup,
+                               waited)
 
 __all__ = ["FILTERS", "byte_rate", "duration", "error_figure", "flop_rate", "interval", "iso", "rate", "share", "size", "speedup", "when"]
 
@@ -43,5 +44,5 @@ def iso(value: dt.datetime | None) -> str:
 
 
 FILTERS = {"duration": duration, "error_figure": error_figure, "speedup": speedup, "rate": rate,
-           "flop_rate": flop_rate, "byte_rate": byte_rate, "share": share, "size": size, "when": when, "iso": iso,
+           "flop_rate": flop_rate, "byte_rate": byte_rate, "share": share, "size": size, "when": when, "iso": iso, "waited": waited,
            "interval": interval}

@@ -5,6 +5,7 @@ moderation, and one's own API tokens.
 - ``kernelrank problems open|close|hide|unhide NAME [--deadline ISO-8601]``
 - ``kernelrank admin disqualify ID --reason TEXT``, ``admin reinstate ID``, ``admin requeue ID [--force]``,
   ``admin clear-review ID``
+- ``kernelrank admin limits``, ``admin limit PROBLEM DEVICE MODE PER_HOUR`` (0 removes it)
 - ``kernelrank tokens list``, ``tokens create [NAME] [--expires 30d|12h|2027-01-01]``, ``tokens revoke ID``
 
 Server and token resolve as for ``submit`` (flags, ``KERNELRANK_SERVER``/``KERNELRANK_TOKEN``, the
@@ -168,6 +169,36 @@ def requeue_command(
     answer = _call(server, token, "POST", f"/admin/submissions/{submission}/requeue",
                    params={"force": "true"} if force else None)
     _print(answer, as_json, f"submission #{submission} requeued (attempt {answer.get('attempt')})")
+
+
+@admin_app.command("limits")
+def limits_command(server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+    """The limits of submissions per user per hour set on boards (problem, device, mode)."""
+    answer = _call(server, token, "GET", "/admin/limits")
+    _print(answer, as_json, _limits_text(answer))
+
+
+@admin_app.command("limit")
+def limit_command(
+    problem: Annotated[str, typer.Argument(help="Problem name.")],
+    device: Annotated[str, typer.Argument(help="Device queue: cpu or cuda-<model>.")],
+    mode: Annotated[str, typer.Argument(help="test | benchmark | leaderboard | profile.")],
+    per_hour: Annotated[int, typer.Argument(help="Submissions each user may make per rolling hour; 0 removes it.",
+                                            min=0)],
+    server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Limit each user to PER_HOUR submissions of MODE to PROBLEM on DEVICE per rolling hour
+    (admins are exempt); over it a submission is refused with the time the next is allowed."""
+    answer = _call(server, token, "PUT", "/admin/limits",
+                   json={"problem": problem, "device": device, "mode": mode, "per_hour": per_hour})
+    _print(answer, as_json, _limits_text(answer))
+
+
+def _limits_text(rules: Any) -> str:
+    if not rules:
+        return "no board limits set"
+    return "\n".join(f"{r.get('problem')} on {r.get('device')}, {r.get('mode')}: {r.get('per_hour')} per user per hour"
+                     for r in rules)
 
 
 # -- tokens ---------------------------------------------------------------------------------------

@@ -161,9 +161,13 @@ def runner(
                f"{broker_description(settings.resolved_broker_url(), str(settings.broker_folder))}", err=True)
     if vocab.device_class(chosen) == vocab.DeviceClass.cuda and settings.runner_lock_clocks:  # pragma: no cover - GPU-only
         typer.echo(f"kernelrank runner: clocks {worker.lock_gpu_clocks(settings.runner_lock_sm_clock_mhz)}", err=True)
-    if settings.runner_self_test and not no_self_test:
+    testing = settings.runner_self_test and not no_self_test
+    # the device queue keeps taking submissions while this runner starts (they wait for it)
+    worker.announce_start(worker.configure(chosen), "self-test" if testing else "worker")
+    if testing:
         typer.echo("kernelrank runner: self-test before taking jobs (--no-self-test to skip)", err=True)
         if not worker.self_test_gate(chosen):
             typer.echo("kernelrank runner: the self-test failed; this runner takes no jobs", err=True)
+            worker.stop_heartbeat(worker.identity())
             raise typer.Exit(1)
     app.worker_main(argv=worker_argv(chosen, loglevel))

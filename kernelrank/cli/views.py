@@ -4,11 +4,13 @@ job's progress while it is queued and running (Rich renderables, written by :mod
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import fields
 from typing import Any
 
-
 from kernelrank import vocab
+from kernelrank.format import queue_place
+
 
 def eval_result(d: dict[str, Any]) -> "EvalResult":
     """An :class:`~kernelrank.runner.results.EvalResult` from a run's stored ``result``, tolerant of
@@ -144,8 +146,6 @@ def leaderboard_table(board: dict[str, Any]) -> Any:
 
 def when(value: Any) -> str:
     """An ISO timestamp as ``YYYY-MM-DD HH:MM`` (as given when it is not one)."""
-    import datetime as dt
-
     if not value:
         return "—"
     try:
@@ -153,6 +153,23 @@ def when(value: Any) -> str:
     except ValueError:
         return str(value)
     return t.strftime("%Y-%m-%d %H:%M") + (" UTC" if t.utcoffset() == dt.timedelta(0) or t.tzinfo is None else "")
+
+
+def queue_text(sub: dict[str, Any], now: dt.datetime | None = None) -> str:
+    """A queued submission's place as the server gave it (``queue_position``, ``estimated_start``),
+    for people (:func:`kernelrank.format.queue_place`); ``""`` when not queued or not said."""
+    position = sub.get("queue_position")
+    if not isinstance(position, int):
+        return ""
+    seconds = None
+    try:
+        start = dt.datetime.fromisoformat(str(sub["estimated_start"])) if sub.get("estimated_start") else None
+    except ValueError:
+        start = None
+    if start is not None:
+        start = start if start.tzinfo else start.replace(tzinfo=dt.timezone.utc)
+        seconds = max(0.0, (start - (now or dt.datetime.now(dt.timezone.utc))).total_seconds())
+    return queue_place(position, seconds)
 
 
 class Progress:
@@ -168,7 +185,9 @@ class Progress:
         progress = sub.get("progress") if isinstance(sub.get("progress"), dict) else {}
         phase = progress.get("phase")
         state = str(sub.get("status"))
-        text = f"submission #{sub.get('id')}: {state}" + (f" · {phase}" if phase else "") + f" · {waited_s:.0f} s"
+        queue = queue_text(sub)
+        text = (f"submission #{sub.get('id')}: {state}" + (f" · {queue}" if queue else "")
+                + (f" · {phase}" if phase else "") + f" · {waited_s:.0f} s")
         self.status.update(text)
         measurement = sub.get("measurements") if isinstance(sub.get("measurements"), int) else 1
         first = min((r["attempt"] for r in sub.get("runs") or [] if isinstance(r.get("attempt"), int)), default=None)

@@ -299,3 +299,22 @@ class Calibration(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
     __table_args__ = (UniqueConstraint("problem_revision_id", "device", name="uq_calibrations_board"),)
+
+
+class BoardLimit(Base):
+    """An admin's limit on one board and mode: each user may make at most ``per_hour``
+    submissions of ``mode`` to ``problem`` on ``device`` (a device queue) in any rolling hour
+    (:func:`kernelrank.services.limits.check_submission`)."""
+
+    __tablename__ = "board_limits"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    problem_id: Mapped[int] = mapped_column(ForeignKey("problems.id", ondelete="CASCADE"))
+    device: Mapped[str] = mapped_column(String(64))
+    mode: Mapped[str] = mapped_column(String(16))
+    per_hour: Mapped[int] = mapped_column(Integer)
+    updated_at: Mapped[dt.datetime] = mapped_column(default=utcnow, onupdate=utcnow)
+
+    problem: Mapped[Problem] = relationship()
+
+    __table_args__ = (UniqueConstraint("problem_id", "device", "mode", name="uq_board_limits_board_mode"),)

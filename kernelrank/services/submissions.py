@@ -44,7 +44,7 @@ from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.judgement import RunRecord
 from kernelrank.queue import job_time_limit
 from kernelrank.runner.stats import Interval
-from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, calibration
+from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, calibration, limits
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 from kernelrank.vocab import (FINAL_STATUSES, RUN_KINDS, VERDICTS, CaseKind, Mode, RunKind, SubmissionStatus, Verdict,
                               device_class, parse_mode, run_kinds)
@@ -82,10 +82,13 @@ def validate_code(raw: bytes, limit: int) -> str:
 
 
 def create_submission(session: Session, user: User, problem: str, device_queue: str, mode: str, raw: bytes,
-                      filename: str, served_queues: set[str], limit: int, dispatch: Dispatch) -> Submission:
-    """Validate, store and queue a submission.
+                      filename: str, served_queues: set[str], limit: int, dispatch: Dispatch,
+                      quota: limits.Limits | None = None) -> Submission:
+    """Validate, store and queue a submission, within the user's ``quota`` and the board's limit
+    (:func:`kernelrank.services.limits.check_submission`; ``None``: no limit checked).
 
     Raises:
+        RateLimited: over a limit (429, with ``Retry-After``).
         NotFound: unknown problem (or hidden, unless ``user`` is an admin).
         Invalid: unknown mode or device, a device no runner serves, empty or non-UTF-8 code.
         Conflict: leaderboard mode on a problem past its deadline (closed).
@@ -107,6 +110,8 @@ def create_submission(session: Session, user: User, problem: str, device_queue: 
         served = ", ".join(sorted(served_queues)) or "none"
         raise Invalid(f"no runner serves device {device_queue!r} now (online: {served})")
     code = validate_code(raw, limit)
+    if quota is not None:
+        limits.check_submission(session, user, quota, board=(rev.problem, device_queue, mode))
     sub = Submission(
         user_id=user.id, problem_revision_id=rev.id, device=device_queue, mode=mode, language=detect_language(code),
         filename=(filename or "submission.py")[:255], code=code, code_sha256=hashlib.sha256(raw).hexdigest(),

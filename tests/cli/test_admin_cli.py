@@ -215,3 +215,15 @@ def test_login_with_a_password_saves_a_new_token(service: Service) -> None:  # n
     assert token.startswith("kr_") and token != service.tokens["alice"]
     names = [t["name"] for t in api(service, "GET", "/users/me/tokens", "alice").json()]
     assert "kernelrank login" in names
+
+
+def test_board_limits_are_set_listed_and_removed_from_the_cli(service: Service) -> None:  # noqa: F811
+    p = service.run("admin", "limit", "double", "cpu", "leaderboard", "5", *as_user(service, "alice"))
+    assert p.returncode == 0, p.stderr
+    assert "double on cpu, leaderboard: 5 per user per hour" in p.stdout
+    listed = service.run("admin", "limits", "--json", *as_user(service, "alice"))
+    assert json.loads(listed.stdout) == [{"problem": "double", "device": "cpu", "mode": "leaderboard", "per_hour": 5}]
+    refused = service.run("admin", "limit", "double", "cpu", "leaderboard", "1", *as_user(service, "bob"))
+    assert refused.returncode == 2 and "admin" in refused.stderr.lower()
+    p = service.run("admin", "limit", "double", "cpu", "leaderboard", "0", *as_user(service, "alice"))
+    assert p.returncode == 0 and "no board limits set" in p.stdout

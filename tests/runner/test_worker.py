@@ -175,6 +175,29 @@ def test_a_stopping_runner_sends_a_last_message_saying_so(monkeypatch: pytest.Mo
     assert all(len(args) == 5 for _, args in sent[:-1])  # ordinary heartbeats say nothing of stopping
 
 
+def test_a_starting_runner_says_so_until_its_worker_is_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While it runs its self-test, a runner's heartbeats say ``starting: self-test`` (so its device
+    queue keeps taking submissions, and the runners page says why it takes none yet); the worker's
+    first heartbeat ends them, and a failed self-test ends them before it reports."""
+    from kernelrank.queue import HEARTBEAT
+
+    sent: list[tuple[str, list[Any]]] = []
+    monkeypatch.setattr(worker, "send", lambda task, args, **_: sent.append((task, args)))
+    fast = worker.get_settings().model_copy(update={"heartbeat_seconds": 0.05, "runner_ceilings": False})
+    monkeypatch.setattr(worker, "get_settings", lambda: fast)
+    monkeypatch.setattr(worker, "_self_test", None)  # restored after: the gate below sets it
+    ident = worker.RunnerIdentity("host:1:cpu", "cpu")
+    worker.announce_start(ident, "self-test")
+    thread = worker._heartbeat_thread
+    failed = {"status": "failed", "failures": ["an attack passed"]}
+    reported: list[dict[str, Any]] = []
+    assert worker.self_test_gate("cpu", run=lambda device: failed, report=lambda i, info: reported.append(info)) is False
+    assert not thread.is_alive()  # ended before the failure was reported: nothing overwrites it
+    starting = [args[2] for task, args in sent if task == HEARTBEAT]
+    assert starting and all(info["state"] == "starting: self-test" and info["device"] == "cpu" for info in starting)
+    assert reported[0]["self_test"]["status"] == "failed" and "state" not in reported[0]
+
+
 def test_reports_name_the_attempt_the_job_was_for(double: Problem) -> None:
     reports = Reports()
     worker.run_job(job(double, submission("double_ok.py"), attempt=2), RUNNER, reports)

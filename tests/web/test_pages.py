@@ -105,8 +105,10 @@ def test_runners_page_shows_the_online_cpu_runner_and_queue(client: TestClient, 
 
     assert submit(client, world.tokens["alice"]).status_code == 202
     html = client.get("/runners").text
-    row = re.search(r"<tr><td class=\"mono\">cpu</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td><td>(\d+)</td>", html)
-    assert row and row.groups() == ("1", "1", "0", "0")
+    row = re.search(r"<tr><td class=\"mono\">cpu</td><td>(\d+)</td><td>(\d+)</td><td>([^<]+)</td><td>(\d+)</td>"
+                    r"<td>(\d+)</td>", html)
+    assert row and row.groups()[:2] == ("1", "1") and row.groups()[3:] == ("0", "0")
+    assert row.group(3) == "0 s"  # the oldest wait: the submission just made
     assert "runner-cpu-1" in html and "online" in html
 
 

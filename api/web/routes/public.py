@@ -15,7 +15,7 @@ from kernelrank.api.web import charts, queries
 from kernelrank.api.web.deps import PageUser, render
 from kernelrank.db.models import ProblemRevision, User, utcnow
 from kernelrank.problems import Case
-from kernelrank.services import Invalid, NotFound, leaderboard, problems, runners, submissions
+from kernelrank.services import Invalid, NotFound, leaderboard, problems, queueing, runners, submissions
 from kernelrank.vocab import CPU_QUEUE, MODES, CaseKind, device_class
 
 router = APIRouter(include_in_schema=False)
@@ -142,8 +142,10 @@ def runners_page(request: Request, session: SessionDep, settings: SettingsDep, u
     running = queries.running_counts(session)
     done = queries.finished_since(session, utcnow() - THROUGHPUT_WINDOW)
     devices = sorted({r.device for r in every} | set(queued) | set(running) | set(done))
+    waits = queueing.queue_waits(session)
     table = [{"device": dev, "online": sum(1 for r in every if r.device == dev and r.name in online),
-              "queued": queued.get(dev, 0), "running": running.get(dev, 0), "done": done.get(dev, 0)}
+              "queued": queued.get(dev, 0), "oldest_wait": waits.get(dev), "running": running.get(dev, 0),
+              "done": done.get(dev, 0)}
              for dev in devices]
     return render(request, "runners.html", user, devices=table, runners=every, online=online,
                   window_minutes=int(THROUGHPUT_WINDOW.total_seconds() // 60))

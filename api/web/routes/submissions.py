@@ -21,7 +21,9 @@ from kernelrank.api.edge import Id, PageNumber, body_limit, submission_body_byte
 from kernelrank.api.presenters import submission_public
 from kernelrank.api.web.deps import PageUser, check_csrf, render
 from kernelrank.api.web.signin import signin_redirect
-from kernelrank.services import Invalid, TooLarge, problems, runners, submissions
+from kernelrank.db.models import utcnow
+from kernelrank.format import queue_place
+from kernelrank.services import Invalid, TooLarge, limits, problems, queueing, runners, submissions
 from kernelrank.vocab import CPU_QUEUE, FINAL_STATUSES, MODES, STATUSES, CaseKind, Mode, RunKind
 
 router = APIRouter(include_in_schema=False)
@@ -30,11 +32,16 @@ router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
 
 
-def _view(session, sub, user) -> dict[str, Any]:
+def _view(session, sub, user, online_s: float) -> dict[str, Any]:
     full = submissions.can_see_code(user, sub)
     admin = bool(user and user.is_admin)
-    return {"sub": submission_public(sub, full=full, with_code=full, admin=admin), "full": full,
-            "final": sub.status in FINAL_STATUSES,
+    place = queueing.place_in_queue(session, sub, online_s)
+    queue = ""
+    if place is not None:
+        start = place.estimated_start
+        queue = queue_place(place.position, (start - utcnow()).total_seconds() if start else None)
+    return {"sub": submission_public(sub, full=full, with_code=full, admin=admin, queue=place), "full": full,
+            "final": sub.status in FINAL_STATUSES, "queue": queue,
             "id": sub.id}
 
 
@@ -78,23 +85,26 @@ async def submit(name: str, request: Request, session: SessionDep, settings: Set
         raise TooLarge(f"submission is over the limit of {limit} bytes")
     sub = submissions.create_submission(
         session, user, name, device, mode, raw, filename[:255],
-        runners.served_queues(session, settings.runner_online_seconds), limit, dispatch)
+        runners.served_queues(session, settings.runner_online_seconds), limit, dispatch,
+        quota=limits.Limits.from_settings(settings))
     return RedirectResponse(f"/submissions/{sub.id}", status_code=303)
 
 
 @router.get("/submissions/{submission_id}", response_class=HTMLResponse)
-def submission_page(submission_id: Id, request: Request, session: SessionDep, user: PageUser):
+def submission_page(submission_id: Id, request: Request, session: SessionDep, settings: SettingsDep,
+                    user: PageUser):
     """Status (live until the verdict), per-case correctness and timing, roofline, speedup,
     profile table; code and logs for the owner and admins."""
     sub = submissions.get_submission(session, submission_id)
-    return render(request, "submission.html", user, **_view(session, sub, user))
+    return render(request, "submission.html", user, **_view(session, sub, user, settings.runner_online_seconds))
 
 
 @router.get("/submissions/{submission_id}/live", response_class=HTMLResponse)
-def submission_live(submission_id: Id, request: Request, session: SessionDep, user: PageUser):
+def submission_live(submission_id: Id, request: Request, session: SessionDep, settings: SettingsDep,
+                    user: PageUser):
     """The status-and-results fragment of a submission page, for the page's polling script."""
     sub = submissions.get_submission(session, submission_id)
-    response = render(request, "_submission_live.html", user, **_view(session, sub, user))
+    response = render(request, "_submission_live.html", user, **_view(session, sub, user, settings.runner_online_seconds))
     response.headers["Cache-Control"] = "no-store"
     return response
 
