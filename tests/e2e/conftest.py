@@ -152,7 +152,8 @@ def _wait_for_cpu_runner(svc: Service) -> None:
                 pytest.fail(f"serve exited with {svc.proc.returncode}:\n{svc.logs()}")
             try:
                 r = client.get(f"{API}/runners")
-                if r.status_code == 200 and any(x["device"] == "cpu" and x["online"] for x in r.json()["runners"]):
+                if r.status_code == 200 and any(x["device"] == "cpu" and x["online"] and not (x.get("info") or {}).get("state")
+                                             for x in r.json()["runners"]):  # online and past its start
                     return
             except httpx.TransportError:
                 pass

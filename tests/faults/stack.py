@@ -162,12 +162,14 @@ class Stack:
         self.wait_for("the API", ok, START_TIMEOUT)
 
     def runner_online(self, exclude: set[str] = frozenset()) -> str:
-        """Wait for a cpu runner (not in ``exclude``) with a heartbeat from the last 3 s; its name."""
+        """Wait for a cpu runner (not in ``exclude``) with a heartbeat from the last 3 s, past its
+        start (its heartbeats no longer say ``starting``); its name."""
         def fresh() -> str | None:
             with self.client() as c:
                 rows = c.get(f"{API}/runners").json()["runners"]
             for r in rows:
-                if r["device"] == "cpu" and r["name"] not in exclude and _age_s(r["last_heartbeat"]) < 3:
+                if (r["device"] == "cpu" and r["name"] not in exclude and _age_s(r["last_heartbeat"]) < 3
+                        and not (r.get("info") or {}).get("state")):
                     return r["name"]
             return None
         return self.wait_for("a cpu runner", fresh, START_TIMEOUT)
