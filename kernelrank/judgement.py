@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from kernelrank.format import speedup
 from kernelrank.runner import stats
 from kernelrank.runner.stats import Interval, time_from_speedup
 from kernelrank.vocab import CaseKind, Mode, RunKind, Verdict, run_kinds
@@ -250,8 +251,8 @@ def judge(measurements: list[list[RunRecord]], *, mode: str, noisy_above: float,
 
 
 def speedups_text(runs: list[Interval]) -> str:
-    """Runs' speedups for a message: ``"2x and 3x"``, ``"2x, 3x and 2.5x"``."""
-    texts = [f"{i.estimate:.3g}x" for i in runs]
+    """Runs' speedups for a message: ``"2.00× and 3.00×"``, ``"2.00×, 3.00× and 2.50×"``."""
+    texts = [speedup(i.estimate) for i in runs]
     return " and ".join([", ".join(texts[:-1]), texts[-1]] if len(texts) > 2 else texts)
 
 

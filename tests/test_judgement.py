@@ -58,7 +58,7 @@ def test_disagreeing_runs_are_measured_again_then_left_unranked_with_the_reason(
     assert j.measured.disagree and j.again and not j.ranked
     j = judge([first, first], mode="leaderboard", noisy_above=0.05, remeasures=1)
     assert not j.again and not j.ranked
-    assert "its runs disagree after 2 measurements (speedups 2x, 3x, 2x and 3x)" in j.message
+    assert "its runs disagree after 2 measurements (speedups 2.00×, 3.00×, 2.00× and 3.00×)" in j.message
 
 
 def test_a_noisy_latest_measurement_is_measured_again_and_noise_before_it_does_not_count() -> None:

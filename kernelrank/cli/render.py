@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from kernelrank.cli.tables import Column, FitTable
-from kernelrank.format import MISSING, byte_rate, duration, error_figure, flop_rate, share, speedup
+from kernelrank.format import MISSING, byte_rate, duration, error_figure, flop_rate, interval, share, speedup
 from kernelrank.problems import Problem
 from kernelrank.runner.results import CaseResult, EvalResult
 from kernelrank.vocab import DEVICE_CLASSES, MODES, CaseKind, Verdict
@@ -183,12 +183,12 @@ def result_view(r: EvalResult) -> Group:
         ci = r.score_ci_ns
         basis = "the calibrated reference" if r.basis == "calibration" else "this run's reference"
         parts.append(Text(f"score: {duration(r.score_ns)}"
-                          + (f" (95% interval {duration(ci[0])} .. {duration(ci[1])})" if ci else "")
+                          + (f" (95% interval {interval(ci)})" if ci else "")
                           + f": geometric mean over cases of {basis}'s time over the paired speedup"))
     if r.speedup is not None:
         ci = r.speedup_ci
         parts.append(Text(f"speedup over the reference: {speedup(r.speedup)}"
-                          + (f" (95% interval {speedup(ci[0])} .. {speedup(ci[1])}), timed side by side in this run"
+                          + (f" (95% interval {interval(ci, 'speedup')}), timed side by side in this run"
                              if ci else "")))
     line = ceilings_line(r.ceilings) if any(c.roofline for c in r.cases) else None
     if line:

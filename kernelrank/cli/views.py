@@ -9,7 +9,8 @@ from dataclasses import fields
 from typing import Any
 
 from kernelrank import vocab
-from kernelrank.format import queue_place
+from kernelrank.format import interval, queue_place
+from kernelrank.format import speedup as format_speedup
 
 
 def eval_result(d: dict[str, Any]) -> "EvalResult":
@@ -92,7 +93,7 @@ def submission_view(sub: dict[str, Any]) -> Any:
     if sub.get("ranked"):
         ci = sub.get("score_ci_ns")
         line.append(f"  ranked with score {duration(sub.get('score_ns'))}"
-                    + (f" ({duration(ci[0])} .. {duration(ci[1])})" if ci else "")
+                    + (f" ({interval(ci)})" if ci else "")
                     + (f", {over_runs}" if over_runs else ""))
     elif sub.get("mode") == vocab.Mode.leaderboard and status in vocab.FINAL_STATUSES:
         why = str(sub.get("message") or "")
@@ -105,12 +106,12 @@ def submission_view(sub: dict[str, Any]) -> Any:
 
 
 def _speedup_text(speedup: Any, ci: Any, label: str) -> str:
-    """``"<label> 1.23x (1.20x .. 1.26x)"``, or ``""`` without a speedup (a report is data)."""
+    """``"<label> 1.23× (1.20–1.26×)"``, or ``""`` without a speedup (a report is data)."""
     if not isinstance(speedup, (int, float)) or isinstance(speedup, bool):
         return ""
-    text = f"{label} {speedup:.3g}x"
+    text = f"{label} {format_speedup(speedup)}"
     if isinstance(ci, list) and len(ci) == 2 and all(isinstance(v, (int, float)) for v in ci):
-        text += f" ({ci[0]:.3g}x .. {ci[1]:.3g}x)"
+        text += f" ({interval(ci, 'speedup')})"
     return text
 
 
@@ -139,7 +140,7 @@ def leaderboard_table(board: dict[str, Any]) -> Any:
         review = " [yellow](under review)[/]" if row.get("needs_review") else ""
         ci = row.get("score_ci_ns")
         table.add_row(("= " if row.get("tied") else "") + str(row.get("rank")), escape(str(row.get("user"))) + review,
-                      duration(row.get("score_ns")), f"{duration(ci[0])} .. {duration(ci[1])}" if ci else MISSING,
+                      duration(row.get("score_ns")), interval(ci) if ci else MISSING,
                       speedup(row.get("speedup")), escape(str(row.get("language") or "—")), when(row.get("submitted_at")))
     return table
 

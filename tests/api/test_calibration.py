@@ -179,7 +179,7 @@ def test_runs_that_disagree_leave_the_submission_passed_and_unranked(client: Tes
     split = _entry(client, world, "bob", paired_result(2.0, 0.02, ref), paired_result(3.0, 0.02, ref))
     body = _submission(client, world, split)
     assert body["status"] == "passed" and not body["ranked"] and body["score_ns"] is None
-    assert "runs disagree" in body["message"] and "2x and 3x" in body["message"]
+    assert "runs disagree" in body["message"] and "2.00× and 3.00×" in body["message"]
     noisy = _entry(client, world, "alice", paired_result(2.0, 0.02, ref), paired_result(2.0, 0.3, ref, noisy=True))
     assert not _submission(client, world, noisy)["ranked"]
     agree = _entry(client, world, "root", paired_result(2.0, 0.02, ref), paired_result(2.1, 0.02, ref))
@@ -245,9 +245,9 @@ def test_the_cli_shows_the_speedup_over_both_runs_and_why_it_is_not_ranked(clien
         console = Console(width=300, record=True, highlight=False)
         console.print(submission_view(_submission(client, world, sid)))
         shown[user] = console.export_text()
-    assert "secret-seed run: passed  speedup 2.2x (2.16x .. 2.24x)" in shown["bob"]
-    assert f"ranked with score" in shown["bob"] and f"speedup over both runs {math.sqrt(4.4):.3g}x" in shown["bob"]
-    assert "not ranked: its runs disagree (speedups 2x and 3x)" in shown["alice"]
+    assert "secret-seed run: passed  speedup 2.20× (2.16–2.24×)" in shown["bob"]
+    assert "ranked with score" in shown["bob"] and f"speedup over both runs {math.sqrt(4.4):.2f}×" in shown["bob"]
+    assert "not ranked: its runs disagree (speedups 2.00× and 3.00×)" in shown["alice"]
 
 
 def _record_measuring(sid: int, kind: str, result: dict[str, Any], attempt: int, remeasures: int = 2) -> list[Any]:
@@ -283,7 +283,7 @@ def test_a_submission_whose_runs_disagree_is_measured_again_and_ranked_over_all_
     assert message["runs"] == ["public", "secret"] and message["secret_seed"] is not None
     body = _submission(client, world, sid)
     assert body["status"] == "queued" and not body["ranked"] and body["measurements"] == 2
-    assert "measuring again (measurement 2)" in body["message"] and "2x and 2.6x" in body["message"]
+    assert "measuring again (measurement 2)" in body["message"] and "2.00× and 2.60×" in body["message"]
     assert _board(client) == []
     assert _record_measuring(sid, "public", paired_result(2.3, 0.02, ref), 2) == []
     assert _record_measuring(sid, "secret", paired_result(2.3, 0.02, ref), 2) == []
@@ -311,7 +311,7 @@ def test_measuring_again_is_bounded_and_a_requeue_judges_afresh(client: TestClie
     assert _record_measuring(sid, "secret", paired_result(3.0, 0.02, ref), 2, remeasures=1) == []
     body = _submission(client, world, sid)
     assert body["status"] == "passed" and not body["ranked"] and body["measurements"] == 2
-    assert "runs disagree after 2 measurements" in body["message"] and "2x, 3x, 2x and 3x" in body["message"]
+    assert "runs disagree after 2 measurements" in body["message"] and "2.00×, 3.00×, 2.00× and 3.00×" in body["message"]
 
     noisy = submit(client, world.tokens["alice"], "softmax", mode="leaderboard").json()["id"]
     _record_measuring(noisy, "public", paired_result(2.0, 0.02, ref), 1)

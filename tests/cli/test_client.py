@@ -421,9 +421,9 @@ def test_submission_view_shows_each_measurement_made_again() -> None:
     console = Console(width=200, record=True)
     console.print(submission_view(sub))
     out = console.export_text()
-    assert "secret-seed run: passed  speedup 2.6x" in out
-    assert "measured again (attempt 2): public passed speedup 2.3x (2.07x .. 2.53x); secret passed" in out
-    assert "speedup over its 4 runs 2.3x (2.1x .. 2.5x)" in out
+    assert "secret-seed run: passed  speedup 2.60×" in out
+    assert "measured again (attempt 2): public passed speedup 2.30× (2.07–2.53×); secret passed" in out
+    assert "speedup over its 4 runs 2.30× (2.10–2.50×)" in out
 
 
 def test_the_waiting_view_says_when_the_service_measures_again() -> None:
