@@ -38,6 +38,11 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc)
 
 
+def as_utc(t: dt.datetime) -> dt.datetime:
+    """A stored time made aware: SQLite hands times back naive; they are UTC."""
+    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
+
+
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, dt.datetime: DateTime(timezone=True)}
 

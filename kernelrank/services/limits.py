@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from kernelrank.db.models import BoardLimit, Problem, ProblemRevision, Submission, User, utcnow
+from kernelrank.db.models import BoardLimit, Problem, ProblemRevision, Submission, User, as_utc, utcnow
 from kernelrank.services import Invalid, NotFound, ServiceError
 from kernelrank.vocab import ACTIVE_STATUSES, SubmissionStatus, device_class, parse_mode
 
@@ -127,15 +127,11 @@ def check_submission(session: Session, user: User, limits: Limits, now: dt.datet
                           f"{limits.concurrent} at once: wait for one to finish or cancel one",
                           CONCURRENT_RETRY_S)
     if limits.per_hour and use.in_window >= limits.per_hour:
-        oldest = _aware(use.oldest_in_window) if use.oldest_in_window is not None else now
+        oldest = as_utc(use.oldest_in_window) if use.oldest_in_window is not None else now
         wait = math.ceil((oldest + WINDOW - now).total_seconds())
         raise RateLimited(f"you made {use.in_window} submissions in the last hour; the limit is "
                           f"{limits.per_hour} per hour (failed and cancelled ones do not count)", wait)
 
-
-def _aware(t: dt.datetime) -> dt.datetime:
-    """SQLite hands times back naive; they are UTC."""
-    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
 
 
 def _board_rule(session: Session, board: tuple[Problem, str, str]) -> BoardLimit | None:
@@ -156,7 +152,7 @@ def _check_board(session: Session, user: User, rule: BoardLimit, board: tuple[Pr
                Submission.created_at > now - WINDOW, Submission.status.in_(COUNTED))).one()
     if n < rule.per_hour:
         return
-    allowed = (_aware(oldest) if oldest is not None else now) + WINDOW
+    allowed = (as_utc(oldest) if oldest is not None else now) + WINDOW
     wait = math.ceil((allowed - now).total_seconds())
     raise RateLimited(f"you made {n} {mode} submissions to {problem.name} on {device_queue} in the last hour; this "
                       f"board takes {rule.per_hour} per hour from each user: the next is allowed at "

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from kernelrank.db.models import Submission, utcnow
+from kernelrank.db.models import Submission, as_utc, utcnow
 from kernelrank.services import runners
 from kernelrank.vocab import ACTIVE_STATUSES, SubmissionStatus
 
@@ -36,10 +36,6 @@ class QueuePlace:
     estimated_start: dt.datetime | None
 
 
-def _aware(t: dt.datetime) -> dt.datetime:
-    """SQLite hands times back naive; they are UTC."""
-    return t if t.tzinfo is not None else t.replace(tzinfo=dt.timezone.utc)
-
 
 def job_seconds(session: Session, device_queue: str) -> dict[str, float]:
     """Per mode, the median time (s) from start to verdict of the last :data:`HISTORY_JOBS`
@@ -51,7 +47,7 @@ def job_seconds(session: Session, device_queue: str) -> dict[str, float]:
         .order_by(Submission.finished_at.desc()).limit(HISTORY_JOBS)).all()
     by_mode: dict[str, list[float]] = {}
     for mode, started, finished in rows:
-        by_mode.setdefault(mode, []).append(max(0.0, (_aware(finished) - _aware(started)).total_seconds()))
+        by_mode.setdefault(mode, []).append(max(0.0, (as_utc(finished) - as_utc(started)).total_seconds()))
     return {mode: statistics.median(times) for mode, times in by_mode.items()}
 
 
@@ -82,7 +78,7 @@ def place_in_queue(session: Session, sub: Submission, online_within_s: float,
     for mode, status, started in ahead:
         each = medians.get(mode, fallback)
         if status == SubmissionStatus.running and started is not None:
-            each = max(0.0, each - (now - _aware(started)).total_seconds())
+            each = max(0.0, each - (now - as_utc(started)).total_seconds())
         work += each
     return QueuePlace(position, now + dt.timedelta(seconds=math.ceil(work / serving)))
 
@@ -94,4 +90,4 @@ def queue_waits(session: Session, now: dt.datetime | None = None) -> dict[str, f
     rows = session.execute(select(Submission.device, func.min(Submission.dispatched_at))
                            .where(Submission.status == SubmissionStatus.queued, Submission.dispatched_at.is_not(None))
                            .group_by(Submission.device))
-    return {queue: max(0.0, (now - _aware(oldest)).total_seconds()) for queue, oldest in rows if oldest is not None}
+    return {queue: max(0.0, (now - as_utc(oldest)).total_seconds()) for queue, oldest in rows if oldest is not None}
