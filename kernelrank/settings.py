@@ -42,9 +42,15 @@ class Settings(BaseSettings):
     runner_allow_unisolated_network: bool = False
     #: Fork each child from a zygote with torch already imported (saves about a second per run).
     runner_warm_start: bool = True
-    #: A runner runs its self-test (``kernelrank runner --self-test --quick``) before taking a job,
+    #: A runner runs its quick self-test (``kernelrank runner --self-test``) before taking a job,
     #: and takes none if it fails (``--no-self-test`` or false: start at once, shown "not run").
     runner_self_test: bool = True
+    #: Hours a passing self-test stands for a restarted runner with the same code, host and device,
+    #: which then runs only the probes (``runner/host/selftest_cache.py``); 0: never.
+    runner_self_test_cache_hours: float = Field(default=7 * 24.0, ge=0)
+    #: Folder of the runner's cache (self-test passes, step times); default
+    #: ``$XDG_CACHE_HOME/kernelrank`` or ``~/.cache/kernelrank``.
+    runner_cache_dir: Path | None = None
     #: Lock the GPU's SM clock while the runner runs (NVML, needs root): at
     #: ``runner_lock_sm_clock_mhz``, or 0 for the GPU's default applications (base) clock.
     runner_lock_clocks: bool = False

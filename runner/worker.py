@@ -60,6 +60,8 @@ class RunnerIdentity:
 _identity: RunnerIdentity | None = None
 #: The start-up self-test's summary (:func:`self_test_gate`), shown in every heartbeat.
 _self_test: dict[str, Any] | None = None
+#: The starting heartbeat's information (:func:`announce_start`), which the self-test's progress updates.
+_starting: dict[str, Any] | None = None
 #: What locking the GPU's clocks gave (:func:`lock_gpu_clocks`), shown with its facts.
 _clock_lock: dict[str, Any] = {}
 #: Jobs finished by this worker, shared by the main process and its forked pool processes.
@@ -222,8 +224,14 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
                                                    and not settings.runner_allow_unisolated_network),
                               hidden_paths=(settings.data_dir.resolve(),),
                               zygote=_warm_zygote(device_class(job["device"]), settings))
-        result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options)
-        return _json_ready(result.to_dict())
+        samples: list[dict[str, Any]] = []  # each timed case's judged pairs, for the score's bundle
+
+        def keep_samples(event: dict[str, Any]) -> None:
+            if event.get("event") == "samples":
+                samples.append({k: v for k, v in event.items() if k != "event"})
+
+        result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options, keep_samples)
+        return _json_ready({**result.to_dict(), **({"samples": samples} if samples else {})})
     except SoftTimeLimitExceeded:
         return _error_result(job, f"timeout: the {kind} run exceeded the job's time limit on the runner",
                              status="timeout")
@@ -393,8 +401,9 @@ def announce_start(ident: RunnerIdentity, what: str) -> None:
     that this runner is starting (``info["state"]``: ``starting: <what>``), so that its device
     queue keeps taking submissions (they wait in the queue) while it runs its self-test or starts
     its worker, and the runners page says why it takes no job yet. Cheap: no device probe."""
-    info = {"state": f"starting: {what}", "device": device_class(ident.queue),
-            "self_test": _self_test if _self_test is not None else {"status": "not run"}}
+    global _starting
+    info = _starting = {"state": f"starting: {what}", "device": device_class(ident.queue),
+                        "self_test": _self_test if _self_test is not None else {"status": "not run"}}
     try:
         send_heartbeat(ident, info)
     except Exception as e:  # noqa: BLE001 - the thread tries again
@@ -427,43 +436,43 @@ def first_heartbeat(ident: RunnerIdentity) -> dict[str, Any] | None:
 SelfTestRunner = Any
 
 
-def run_self_test_process(device: str, quick: bool = True, timeout: float = 3600.0) -> dict[str, Any]:
-    """Run ``python -m kernelrank.runner.host.selftest --json`` for ``device`` in a subprocess (CUDA must
-    not be initialised in the worker's main process) and return its summary; its table goes to
-    this process's stderr. A self-test that crashes or times out is a failed one."""
-    import datetime as dt
-
-    argv = [sys.executable, "-m", "kernelrank.runner.host.selftest", "--device", device, "--json"] + (["--quick"] if quick else [])
-    at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+def self_test_progress(done: int, total: int) -> None:
+    """Say in the starting heartbeat (:func:`announce_start`) how far the self-test is
+    (``starting: self-test 12/30``), sent now; the heartbeat thread repeats it each period."""
+    if _starting is None:
+        return
+    _starting["state"] = f"starting: self-test {done}/{total}"
+    ident = _identity
+    if ident is None:
+        return
     try:
-        out = subprocess.run(argv, stdout=subprocess.PIPE, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "failed", "at": at, "device": device, "failures": [f"the self-test ran past {timeout:.0f} s"]}
-    lines = out.stdout.strip().splitlines()
-    try:
-        summary = json.loads(lines[-1])
-    except (IndexError, ValueError):
-        return {"status": "failed", "at": at, "device": device,
-                "failures": [f"the self-test exited with code {out.returncode} and no summary"]}
-    if out.returncode != 0:
-        summary["status"] = "failed"
-    return summary
+        send_heartbeat(ident, _starting)
+    except Exception as e:  # noqa: BLE001 - the heartbeat thread sends it again
+        log.warning("progress heartbeat failed: %s", type(e).__name__)
 
 
 def self_test_gate(queue: str, run: SelfTestRunner = None, report: Any = None) -> bool:
-    """Run the self-test before taking any job; ``True`` when it passed.
+    """Run the quick self-test before taking any job (only its probes where this runner's code,
+    host and device passed it before: :mod:`~kernelrank.runner.host.selftest_cache`); ``True``
+    when it passed. Its progress shows in the starting heartbeat (:func:`self_test_progress`).
 
-    Its summary (status, date, counts, first failures, the runner's per-request overhead) is kept
-    for every heartbeat (``info["self_test"]``). On failure one heartbeat carrying it is sent
-    (``report(ident, info)``, default :func:`send_heartbeat`) so the runners page shows why this
-    runner takes no jobs; the caller then exits.
+    Its summary (status, scope, date, counts, first failures, the runner's per-request overhead)
+    is kept for every heartbeat (``info["self_test"]``). On failure one heartbeat carrying it is
+    sent (``report(ident, info)``, default :func:`send_heartbeat`) so the runners page shows why
+    this runner takes no jobs; the caller then exits.
     """
     global _self_test
-    run = run or run_self_test_process
-    summary = run(device_class(queue))
+    if run is None:
+        from kernelrank.runner.host.selftest_process import run_self_test_process
+
+        summary = run_self_test_process(device_class(queue), on_progress=self_test_progress)
+    else:
+        summary = run(device_class(queue))
     _self_test = summary
     if summary.get("status") == Verdict.passed:
         log.info("self-test passed on %s (%s checks)", queue, summary.get("checks"))
+        if _starting is not None:  # what the heartbeats say until the worker is ready
+            _starting.update(state="starting: worker", self_test=summary)
         return True
     log.error("self-test FAILED on %s: %s; this runner takes no jobs", queue, summary.get("failures"))
     _end_heartbeat_thread()  # a starting heartbeat must not overwrite the failure below

@@ -21,7 +21,7 @@ from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionD
 from kernelrank.api.edge import Id, Offset, body_limit, submission_body_bytes
 from kernelrank.api.presenters import submission_public
 from kernelrank.api.schemas import SubmissionAccepted, SubmissionCreate, SubmissionPublic
-from kernelrank.services import TooLarge, limits, queueing, submissions
+from kernelrank.services import TooLarge, bundles, limits, queueing, submissions
 from kernelrank.vocab import CPU_QUEUE, MODES, Mode, SubmissionStatus
 
 router = APIRouter(prefix="/api/v1/submissions", tags=["submissions"])
@@ -189,6 +189,19 @@ def get_submission(submission_id: Id, viewer: OptionalUser, session: SessionDep,
     full = submissions.can_see_code(viewer, sub)
     return submission_public(sub, full=full, with_code=full, admin=bool(viewer and viewer.is_admin),
                              queue=queueing.place_in_queue(session, sub, settings.runner_online_seconds))
+
+
+@router.get("/{submission_id}/bundle", summary="A score's reproducibility bundle",
+            responses={401: {"description": "Invalid token"}, 404: {"description": "No such submission"}})
+def get_bundle(submission_id: Id, viewer: OptionalUser, session: SessionDep) -> dict[str, Any]:
+    """One JSON document with what produced the submission's numbers: the code's SHA-256, the problem
+    revision, cases and seeds (the secret seed once the problem is closed, or to admins), per counted
+    run its runner's facts, ceilings and isolation, and per benchmark case the timing figures and
+    the judged paired samples, with how to recompute the speedup and score from them with
+    ``kernelrank.runner.stats`` (``kernelrank.services.bundles``). Visible to whoever may read the
+    submission."""
+    sub = submissions.get_visible_submission(session, submission_id, viewer)
+    return bundles.bundle(session, sub, viewer)
 
 
 @router.post("/{submission_id}/cancel", response_model=SubmissionPublic, summary="Cancel a queued submission",

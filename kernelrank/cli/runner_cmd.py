@@ -6,8 +6,11 @@ each job's time limits apply and a crash in the judge loses the pool process, no
 Gossip, mingle and the event heartbeat are off: the embedded filesystem broker is polled, and
 liveness is the runner's own heartbeat to the server.
 
-Before it takes a job the runner runs its self-test (``runner/host/selftest.py``, quick budgets) and
-takes none if it fails. ``--self-test`` runs the full self-test alone and exits with its status.
+Before it takes a job the runner runs its quick self-test (``runner/host/selftest.py``, about two
+minutes; only its probes where this code, host and device passed before) and takes none if it
+fails; its heartbeat shows the progress (``starting: self-test 12/30``). ``--self-test`` runs the
+quick self-test alone and exits with its status; ``--self-test --full`` runs every template,
+example and attack in every mode.
 On a machine with several GPUs run one runner per GPU: ``--gpu N`` sets ``CUDA_VISIBLE_DEVICES``
 (with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, so N is nvidia-smi's index) for the runner and its children,
 and the sandbox shows each child only that GPU's device files.
@@ -128,9 +131,13 @@ def runner(
     gpu: Annotated[Optional[int], typer.Option(
         help="Serve only GPU N (nvidia-smi's index): one runner process per GPU.")] = None,
     self_test: Annotated[bool, typer.Option(
-        "--self-test", help="Run the self-test on the device (sandbox, toolchains, every template, example and "
-                            "mode, the attack corpus), print a table and exit non-zero on any failure.")] = False,
-    quick: Annotated[bool, typer.Option(help="With --self-test: shrunk budgets, one benchmark case per problem.")] = False,
+        "--self-test", help="Run the quick self-test on the device (what a runner runs before its first job: the "
+                            "sandbox, the toolchains, one correct and one wrong kernel per problem, the reference "
+                            "against itself, a handful of attacks; about 2 min), print a table and exit non-zero "
+                            "on any failure.")] = False,
+    full: Annotated[bool, typer.Option(
+        "--full", help="With --self-test: every template, example and attack in every mode (says how long first).")] = False,
+    quick: Annotated[bool, typer.Option(help="With --self-test: the quick self-test (the default).", hidden=True)] = False,
     problem: Annotated[Optional[list[str]], typer.Option(help="With --self-test: only this problem (repeatable).")] = None,
     mode: Annotated[Optional[list[str]], typer.Option(help="With --self-test: only this mode (repeatable).")] = None,
     no_attacks: Annotated[bool, typer.Option(
@@ -148,7 +155,7 @@ def runner(
         from kernelrank.runner.host import selftest
 
         cls = vocab.device_class(choose_queue(device, queue)) if device != vocab.LOCAL_CUDA else vocab.DeviceClass.cuda.value
-        argv = ["--device", cls] + (["--quick"] if quick else [])
+        argv = ["--device", cls, "--scope", "full" if full else "quick"]
         argv += [a for p in problem or [] for a in ("--problem", p)] + [a for m in mode or [] for a in ("--mode", m)]
         argv += ["--no-attacks"] if no_attacks else []
         raise typer.Exit(selftest.main(argv))

@@ -323,3 +323,15 @@ class BoardLimit(Base):
     problem: Mapped[Problem] = relationship()
 
     __table_args__ = (UniqueConstraint("problem_id", "device", "mode", name="uq_board_limits_board_mode"),)
+
+
+class RunSamples(Base):
+    """A run's judged samples, apart from its result so that pages and the API never load them:
+    per timed case, each counted pair's submission and reference request times in ns and the pair
+    of processes that timed it (``timed.samples_event``), as the runner sent them. Read only for a
+    score's reproducibility bundle (:mod:`kernelrank.services.bundles`)."""
+
+    __tablename__ = "run_samples"
+
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
+    cases: Mapped[list[Any]] = mapped_column(JSON)

@@ -1,7 +1,8 @@
 """Export the ranked submissions of a problem for the people who run a competition: one row per
 ranked submission (every revision, every device), with its results, revision, device and the
-kernelguard signal; its code only where the problem is marked ``code_open``
-(:func:`set_code_open`). Written as JSON Lines (:func:`write_jsonl`) or Parquet
+kernelguard signal, and its reproducibility bundle (:mod:`kernelrank.services.bundles`, as an
+anonymous reader gets it: the secret seed once the problem is closed); its code only where the
+problem is marked ``code_open`` (:func:`set_code_open`). Written as JSON Lines (:func:`write_jsonl`) or Parquet
 (:func:`write_parquet`, needs ``pyarrow``).
 """
 
@@ -15,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, selectinload
 
 from kernelrank.db.models import Problem, ProblemRevision, Submission
-from kernelrank.services import Invalid
+from kernelrank.services import Invalid, bundles
 from kernelrank.services.problems import get_problem
 from kernelrank.vocab import RunKind
 
@@ -24,7 +25,7 @@ FORMATS: tuple[Format, ...] = ("jsonl", "parquet")
 #: Columns of an export, in order (``code`` is null unless the problem's code is open).
 COLUMNS = ("problem", "revision", "current_revision", "device", "place", "user", "submission_id", "score_ns",
            "speedup", "tflops", "gbps", "language", "filename", "code_sha256", "code", "created_at",
-           "finished_at", "runner", "needs_review", "review_reason", "guard", "results")
+           "finished_at", "runner", "needs_review", "review_reason", "guard", "results", "bundle")
 
 
 def set_code_open(session: Session, name: str, code_open: bool = True) -> Problem:
@@ -42,7 +43,8 @@ def ranked_rows(session: Session, name: str, device_queue: str | None = None) ->
     """The ranked submissions of problem ``name`` (hidden ones too: exports are for admins), by
     revision, device, then score; ``place`` is the 1-based position on its board (revision x
     device) among all its ranked submissions. ``results`` is the public run's result of the
-    current attempt (without logs), ``guard`` the kernelguard signal.
+    current attempt (without logs), ``guard`` the kernelguard signal, ``bundle`` its reproducibility
+    bundle as an anonymous reader gets it.
 
     Raises:
         NotFound: unknown problem.
@@ -70,6 +72,7 @@ def ranked_rows(session: Session, name: str, device_queue: str | None = None) ->
             "created_at": _iso(sub.created_at), "finished_at": _iso(sub.finished_at), "runner": sub.runner,
             "needs_review": bool(sub.needs_review), "review_reason": sub.review_reason, "guard": sub.guard,
             "results": {k: v for k, v in (public.result or {}).items() if k != "logs"} if public else None,
+            "bundle": bundles.bundle(session, sub, None),
         })
     return rows
 
@@ -86,7 +89,7 @@ def write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
-    """A Parquet file with :data:`COLUMNS`; ``guard`` and ``results`` as JSON text (their shapes
+    """A Parquet file with :data:`COLUMNS`; ``guard``, ``results`` and ``bundle`` as JSON text (their shapes
     vary by problem and version).
 
     Raises:
@@ -101,7 +104,7 @@ def write_parquet(rows: list[dict[str, Any]], path: Path) -> None:
              "tflops": pa.float64(), "gbps": pa.float64(), "current_revision": pa.bool_(),
              "needs_review": pa.bool_()}
     schema = pa.schema([(c, types.get(c, pa.string())) for c in COLUMNS])
-    flat = [{k: (json.dumps(row.get(k), default=str) if k in ("guard", "results") and row.get(k) is not None
+    flat = [{k: (json.dumps(row.get(k), default=str) if k in ("guard", "results", "bundle") and row.get(k) is not None
                  else row.get(k)) for k in COLUMNS} for row in rows]
     pq.write_table(pa.Table.from_pylist(flat, schema=schema), path)
 

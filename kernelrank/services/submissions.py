@@ -44,7 +44,7 @@ from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.judgement import RunRecord
 from kernelrank.queue import job_time_limit
 from kernelrank.runner.stats import Interval
-from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, calibration, limits
+from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, bundles, calibration, limits
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 from kernelrank.vocab import (FINAL_STATUSES, RUN_KINDS, VERDICTS, CaseKind, Mode, RunKind, SubmissionStatus, Verdict,
                               device_class, parse_mode, run_kinds)
@@ -201,6 +201,7 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
                                            Run.kind == kind)) is not None:
         return False
     logs = result.pop("logs", {}) or {}
+    samples = result.pop("samples", None)  # kept apart: pages and the API never load them (bundles.py)
     text = "".join(f"--- {k} ---\n{v}\n" for k, v in logs.items() if v)[:LOG_LIMIT]
     status = str(result.get("status"))
     if status not in VERDICTS:  # a runner's report is data: an unknown verdict is the judge's error
@@ -217,6 +218,7 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     except IntegrityError:  # a concurrent duplicate won the race
         return False
     session.flush()
+    bundles.store_samples(session, run, samples)
     _finish_if_complete(session, sub, remeasures=remeasures if again is not None else 0)
     if again is not None and sub.status == SubmissionStatus.queued:  # measured again
         again(*current_job(sub))

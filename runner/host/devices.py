@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -29,6 +29,8 @@ class DeviceInfo:
     triton: str | None
     driver: str | None = None
     cuda_runtime: str | None = None
+    #: the interpreter's version (``platform.python_version``)
+    python: str = field(default_factory=platform.python_version)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -71,7 +73,7 @@ def device_info(device: str, threads: int = 0) -> DeviceInfo:
     except ImportError:  # pragma: no cover - triton is a dependency
         triton_version = None
     if device == DeviceClass.cpu:
-        return DeviceInfo("cpu", _cpu_model(), _host_memory(), cpu_threads(threads), torch.__version__, triton_version)
+        return DeviceInfo("cpu", cpu_model(), _host_memory(), cpu_threads(threads), torch.__version__, triton_version)
     if device == DeviceClass.cuda:  # pragma: no cover - GPU-only
         if not torch.cuda.is_available():
             raise RuntimeError("device cuda requested but torch sees no CUDA device")
@@ -84,7 +86,7 @@ def device_info(device: str, threads: int = 0) -> DeviceInfo:
     raise ValueError(f"unknown device {device!r}")
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:

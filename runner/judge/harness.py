@@ -123,7 +123,8 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
         mode: ``test``, ``benchmark``, ``leaderboard`` or ``profile``.
         device: ``cpu`` or ``cuda``.
         on_event: called with ``{"event": "phase", "phase": ...}`` and
-            ``{"event": "case", "case": CaseResult}`` as the run goes.
+            ``{"event": "case", "case": CaseResult}`` as the run goes, and per finished timed case
+            with its raw ``pairs`` and its judged ``samples`` (``timed.samples_event``).
 
     Raises:
         ValueError: unknown mode or device.

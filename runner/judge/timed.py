@@ -147,7 +147,7 @@ class TimedPhase:
         (:meth:`processes`), so that a case is timed on every pair of processes, each at another
         moment of the run, and the stop rule judges it only after that; a case's warm-up comes
         right before its first slice. The cases' results go to ``result`` in their order, each
-        with its ``case`` and ``pairs`` events once it is finished; per finished case timed
+        with its ``case``, ``pairs`` and ``samples`` (:func:`samples_event`) events once it is finished; per finished case timed
         natively, ``(its pairs, speedup interval, reference time in ns)``.
 
         Why rounds: on a shared host the machine's speed moves in stretches of seconds, and not
@@ -192,6 +192,7 @@ class TimedPhase:
                     interval, basis = self._finish_case(paired, case, None if calibration is None else calibration[i])
                     self.emit({"event": "case", "case": r})
                     self.emit({"event": "pairs", "case": i, "pairs": [pair_record(*p) for p in paired.raw]})
+                    self.emit(samples_event(i, paired))
                     finished[i] = (paired, interval, basis)
         finally:
             result.cases[first_case:] = [paireds[i].result for i in sorted(finished)]
@@ -521,3 +522,13 @@ class TimedPhase:
         r.message = "ok (interpreted: its Triton kernels ran under Triton's interpreter; the times are not ranked)"
 
 
+def samples_event(case: int, paired: PairedCase) -> dict[str, Any]:
+    """The ``samples`` event of a finished case: per counted pair, the submission's and the
+    reference's judged request times in ns (:meth:`PairedCase.paired_times`) and, where several
+    pairs of processes timed them, which pair timed each (``groups``; else ``None``). From these
+    :func:`~kernelrank.runner.stats.paired_speedup` gives the case's interval exactly as the judge
+    did, and :func:`~kernelrank.runner.stats.group_means` its part in the run's
+    (:func:`~kernelrank.runner.stats.combine`): what a score's reproducibility bundle carries."""
+    sub, ref = paired.paired_times()
+    return {"event": "samples", "case": case, "submission_ns": list(sub), "reference_ns": list(ref),
+            "groups": list(paired.sub.procs) if paired.grouped() else None}

@@ -75,6 +75,10 @@ def test_export_has_ranked_rows_with_code_only_where_open(client: TestClient, wo
     assert rows[0]["revision"] == world.revisions["softmax"] and rows[0]["device"] == "cpu"
     assert rows[0]["results"]["score_ns"] == 100.0 and "logs" not in rows[0]["results"]
     assert rows[0]["guard"]["classification"] == "valid"
+    # each row carries its score's reproducibility bundle, as an anonymous reader gets it
+    bundle = rows[0]["bundle"]
+    assert bundle["submission"]["id"] == rows[0]["submission_id"] and bundle["submission"]["code"] is None
+    assert bundle["seeds"]["secret_seed"] is None and [r["kind"] for r in bundle["runs"]] == ["public", "secret"]
     with session_scope() as s:
         export.set_code_open(s, "softmax")
     with session_scope() as s:
@@ -94,6 +98,7 @@ def test_export_has_ranked_rows_with_code_only_where_open(client: TestClient, wo
     table = pq.read_table(tmp_path / "x.parquet").to_pylist()
     assert [t["submission_id"] for t in table] == [fast, slow]
     assert table[0]["code"] == rows[0]["code"] and json.loads(table[0]["results"])["score_ns"] == 100.0
+    assert json.loads(table[0]["bundle"])["submission"]["id"] == rows[0]["submission_id"]
 
 
 def test_export_and_code_open_from_the_command_line(client: TestClient, world: World, database: str,

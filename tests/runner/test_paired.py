@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from kernelrank.runner import stats
 from kernelrank.runner.judge import harness, judging
 from kernelrank.runner.judge.harness import evaluate
 from kernelrank.runner.judge.inputsets import POOL_SETS
@@ -73,6 +74,19 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
     r = evaluate(double.spec(), submission("double_ok.py"), "leaderboard", "cpu", options, events.append)
     assert r.status is Verdict.passed, r.message
     pairs = {e["case"]: e["pairs"] for e in events if e["event"] == "pairs"}
+    # the judged samples a score's bundle carries give back each case's interval and the run's
+    samples = {e["case"]: e for e in events if e["event"] == "samples"}
+    intervals, means = [], []
+    for c in _bench(r):
+        s = samples[c.index]
+        assert len(s["submission_ns"]) == len(s["reference_ns"]) == c.pairing["pairs"]
+        interval = stats.paired_speedup(s["reference_ns"], s["submission_ns"], groups=s["groups"])
+        assert (interval.estimate, [interval.low, interval.high]) == (c.speedup, c.speedup_ci)
+        intervals.append(interval)
+        if s["groups"] is not None:
+            means.append(stats.group_means(s["reference_ns"], s["submission_ns"], s["groups"]))
+    run = stats.combine(intervals, means or None)
+    assert (run.estimate, [run.low, run.high]) == (r.speedup, r.speedup_ci)
     total = 0
     for c in _bench(r):  # the cases are timed in rounds (harness._Evaluation._rounds): each case's own requests
         mine = [s for n, s in seeds if n == c.spec["N"]]
@@ -351,7 +365,6 @@ def test_a_run_whose_score_is_known_well_enough_is_ranked_with_its_noisy_case_na
                                                                                      monkeypatch) -> None:
     """The run, not its worst case, decides ranking (stats.run_noisy): with the run's score known
     well enough, a case flagged noisy is named in the message and the run is not noisy."""
-    from kernelrank.runner import stats
 
     seen: list[tuple[float, int, float]] = []
 
@@ -375,7 +388,6 @@ def test_a_request_is_small_enough_for_the_budget_to_hold_several_pairs() -> Non
     budget hold ``judging.MIN_PAIRS`` pairs: on a short budget a case must still get an interval."""
     from types import SimpleNamespace
 
-    from kernelrank.runner import stats
 
     judge = SimpleNamespace(device="cpu")
     paired = SimpleNamespace(sub=SimpleNamespace(warm_ns=2_000_000), ref=SimpleNamespace(warm_ns=3_000_000))
@@ -399,7 +411,6 @@ def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, optio
     timed on every pair at ``K`` moments spread over the run (``harness._Evaluation._rounds``);
     the ``pairs`` event and the case's figures say which pair timed each pair, and the interval
     carries the pairs' offsets. A problem may ask for one pair (``timing.<device>.processes``)."""
-    from kernelrank.runner import stats
 
     k = judging.PROCESSES["cpu"]
     assert k > 1

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from kernelrank.runner.host import hostprobe, selftest
+from kernelrank.runner.host import hostprobe, selftest, selftest_process, selftest_rows
 
 from kernelrank.runner.containment import isolation
 
+from kernelrank import vocab
 from kernelrank.runner import worker
+from kernelrank.runner.host.selftest_rows import Check
 from kernelrank.runner.host.selftest import (
-    Check,
     SelfTest,
     SelfTestOptions,
     SelfTestReport,
@@ -63,15 +64,24 @@ def _fake_evaluate(verdicts: dict[str, str]) -> Any:
     return evaluate
 
 
-def test_every_template_and_example_in_every_mode_and_a_wrong_verdict_fails(tmp_path: Path) -> None:
+def _run_steps(st: SelfTest, report: SelfTestReport, kinds: set[str] | None = None) -> list[str]:
+    """Run the plan's steps but the host rows (a real probe child: tested on its own below)."""
+    labels = []
+    for step in st.plan():
+        if step.kind != "clock" and (kinds is None or step.kind in kinds):
+            step.run(report)
+            labels.append(step.label)
+    return labels
+
+
+def test_the_full_scope_runs_every_template_and_example_in_every_mode_and_a_wrong_verdict_fails(tmp_path: Path) -> None:
     files = [p for p in sorted((ROOT / "reference_kernels" / "gemm").glob("*/*.py"))
              if p.parent.name in ("templates", "examples") and applies(p, "cpu")]
     honest = {p.read_text(encoding="utf-8"): expected_verdict(p) for p in files}
-    options = SelfTestOptions(device="cpu", problems=("gemm",), attacks=False, scratch_dir=tmp_path)
+    options = SelfTestOptions(device="cpu", scope="full", problems=("gemm",), attacks=False, scratch_dir=tmp_path)
     st = SelfTest(options, evaluate=_fake_evaluate(honest))
     report = SelfTestReport("cpu", "now")
-    st.toolchain(report)
-    st.problem(report, "gemm")
+    _run_steps(st, report)
     names = {(c.name, c.mode) for c in report.checks}
     for path in files:
         for mode in ("test", "benchmark", "leaderboard", "profile"):
@@ -83,17 +93,96 @@ def test_every_template_and_example_in_every_mode_and_a_wrong_verdict_fails(tmp_
     # a judge that passes a wrong example fails the self-test
     st = SelfTest(options, evaluate=_fake_evaluate({}))
     report = SelfTestReport("cpu", "now")
-    st.problem(report, "gemm")
+    _run_steps(st, report, kinds=set(vocab.MODES))
     assert not report.passed
     assert {c.expected for c in report.checks if not c.passed} == {"failed"}
     assert report.summary()["status"] == "failed" and report.summary()["failures"]
 
 
+def test_the_quick_scope_proves_each_part_of_the_host_once(tmp_path: Path) -> None:
+    """What a runner runs before its first job: the device, one Triton JIT, one build with the
+    precompiled header, one correct and one wrong example per problem in test mode, the
+    reference against itself in leaderboard mode, one attack per wall, then the host rows."""
+    fake = _fake_evaluate({})
+    st = SelfTest(SelfTestOptions(device="cpu", scratch_dir=tmp_path), evaluate=fake)
+    plan = st.plan()
+    labels = [s.label for s in plan]
+    assert labels[:3] == ["initialise cpu in the sandbox", "Triton JIT (interpreter)", "C++ load_inline, with PCH"]
+    for problem in ("gemm", "mla_decode", "softmax"):
+        mine = [label for label in labels if label.startswith(f"{problem}/examples/")]
+        assert len(mine) == 2 and mine[0] == f"{problem}/examples/correct_pytorch.py (test)", mine
+        assert "/wrong_" in mine[1] and mine[1].endswith("(test)"), mine
+    assert f"{selftest.PAIR_PROBLEM}: the reference against itself (leaderboard)" in labels
+    assert [label for label in labels if "/attacks/" in label] == list(selftest.QUICK_ATTACKS)
+    assert labels[-1] == "the judge's clock and the sandbox" and len(plan) == 3 + 6 + 1 + len(selftest.QUICK_ATTACKS) + 1
+    # about a ninth of the full scope's steps
+    assert len(SelfTest(SelfTestOptions(device="cpu", scope="full", scratch_dir=tmp_path), evaluate=fake).plan()) > 8 * len(plan)
+    # probes: the device and the host rows alone
+    probes = SelfTest(SelfTestOptions(device="cpu", scope="probes", scratch_dir=tmp_path), evaluate=fake).plan()
+    assert [s.label for s in probes] == ["initialise cpu in the sandbox", "the judge's clock and the sandbox"]
+    on_cuda = [s.label for s in SelfTest(SelfTestOptions(device="cuda", scratch_dir=tmp_path), evaluate=fake).plan()]
+    assert "CUDA load_inline, with PCH" in on_cuda and "Triton JIT" in on_cuda
+    with pytest.raises(ValueError, match="unknown scope"):
+        SelfTestOptions(scope="medium")
+
+
+def test_the_quick_scope_runs_in_test_mode_and_times_one_case(tmp_path: Path) -> None:
+    fake = _fake_evaluate({})
+    st = SelfTest(SelfTestOptions(device="cpu", problems=("softmax",), attacks=False, scratch_dir=tmp_path), evaluate=fake)
+    report = SelfTestReport("cpu", "now")
+    _run_steps(st, report, kinds={"test", "build"})
+    assert {mode for _, mode, _ in fake.asked} == {"test"}
+    spec = st._spec("softmax")
+    assert all(len(cases) == 1 for cases in spec.definition.benchmarks.values())
+
+
+def _pair(status: str = "passed", speedup: float | None = 1.0, ci: list[float] | None = None) -> Any:
+    return SimpleNamespace(status=status, message="m", speedup=speedup, speedup_ci=ci)
+
+
+def test_the_reference_against_itself_must_read_one_within_its_interval(tmp_path: Path) -> None:
+    assert selftest.pair_reads_one(_pair(ci=[0.97, 1.04])) == (True, "1.00× (0.970–1.04×)")
+    assert not selftest.pair_reads_one(_pair(speedup=1.1, ci=[1.05, 1.15]))[0]
+    assert not selftest.pair_reads_one(_pair(status="failed", speedup=None))[0]
+    assert not selftest.pair_reads_one(_pair(ci=None))[0]
+    answers = iter([_pair(speedup=0.9, ci=[0.85, 0.95]), _pair(ci=[0.98, 1.02])])
+    asked: list[tuple[str, str]] = []
+
+    def evaluate(spec: Any, source: str, mode: str, device: str, options: Any) -> Any:
+        asked.append((source, mode))
+        return next(answers)
+
+    st = SelfTest(SelfTestOptions(device="cpu", scratch_dir=tmp_path), evaluate=evaluate)
+    report = SelfTestReport("cpu", "now")
+    st.reference_pair(report)
+    assert report.passed and len(asked) == 2  # a first miss is decided by a second run
+    source, mode = asked[0]
+    assert mode == "leaderboard" and source.rstrip().endswith("custom_kernel = ref_kernel")
+    answers = iter([_pair(speedup=0.9, ci=[0.85, 0.95])] * 2)
+    report = SelfTestReport("cpu", "now")
+    st.reference_pair(report)
+    assert not report.passed and "did not read 1" in report.checks[0].detail
+
+
+def test_progress_and_the_estimate_follow_the_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selftest, "clock_rows", lambda device, scratch: (
+        [Check("judge's clock", "per-request overhead", "-", "measured", "40 µs", True, 0.0)], {"host_memory": "cgroup 1 bytes"}))
+    st = SelfTest(SelfTestOptions(device="cpu", scope="probes", scratch_dir=tmp_path), evaluate=_fake_evaluate({}))
+    steps, seconds, known = st.estimate({})
+    assert (steps, known) == (2, 0) and seconds == selftest.STEP_SECONDS["test"] + selftest.STEP_SECONDS["clock"]
+    assert st.estimate({"initialise cpu in the sandbox": 1.5})[1:] == (1.5 + selftest.STEP_SECONDS["clock"], 1)
+    seen: list[tuple[int, int, str]] = []
+    report = st.run(lambda done, total, label: seen.append((done, total, label)))
+    assert seen == [(0, 2, "initialise cpu in the sandbox"), (1, 2, "the judge's clock and the sandbox"), (2, 2, "done")]
+    assert report.passed and report.scope == "probes" and report.host_memory == "cgroup 1 bytes"
+    assert set(st.step_seconds) == {"initialise cpu in the sandbox", "the judge's clock and the sandbox"}
+
+
 def test_the_attack_corpus_is_judged_against_its_docstrings(tmp_path: Path) -> None:
     fake = _fake_evaluate({})  # every attack "passes": each must be a failed check, unless a known gap
-    st = SelfTest(SelfTestOptions(problems=("softmax",), scratch_dir=tmp_path), evaluate=fake)
+    st = SelfTest(SelfTestOptions(scope="full", problems=("softmax",), scratch_dir=tmp_path), evaluate=fake)
     report = SelfTestReport("cpu", "now")
-    st.attacks(report)
+    _run_steps(st, report, kinds={"attack"})
     attacks = sorted((ROOT / "reference_kernels" / "softmax" / "attacks").glob("*.py"))
     assert len(report.checks) == len(attacks)
     for c in report.checks:
@@ -112,7 +201,7 @@ def test_the_table_and_the_exit_status(capsys: pytest.CaptureFixture[str]) -> No
     console = Console(width=200, record=True)
     selftest.render(report, console)
     text = console.export_text()
-    assert "FAIL" in text and "wrong_k_tail.py" in text and "self-test failed: 1 of 2" in text
+    assert "FAIL" in text and "wrong_k_tail.py" in text and "self-test failed (quick): 1 of 2" in text
     assert not report.passed and report.to_dict()["rows"][1]["detail"] == "why"
 
 
@@ -127,34 +216,74 @@ def test_the_gate_takes_no_jobs_after_a_failed_self_test(monkeypatch: pytest.Mon
     passed = {"status": "passed", "at": "2026-11-24T00:00:00+00:00", "checks": 3}
     assert worker.self_test_gate("cpu", run=lambda device: passed, report=lambda ident, info: sent.append(info))
     assert len(sent) == 1 and worker.heartbeat_info("cpu")["self_test"] == passed
+    # a starting runner's heartbeats then say it starts its worker, carrying the pass
+    monkeypatch.setattr(worker, "_starting", {"state": "starting: self-test 17/17", "device": "cpu"})
+    assert worker.self_test_gate("cpu", run=lambda device: passed, report=lambda ident, info: sent.append(info))
+    assert worker._starting == {"state": "starting: worker", "device": "cpu", "self_test": passed}
 
 
 def test_a_crashed_self_test_process_is_a_failed_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(worker.sys, "executable", "/bin/false")
-    summary = worker.run_self_test_process("cpu", timeout=30)
+    monkeypatch.setattr(selftest_process.sys, "executable", "/bin/false")
+    summary = selftest_process.run_self_test_process("cpu", timeout=30)
     assert summary["status"] == "failed" and "no summary" in summary["failures"][0]
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(1800)
-def test_the_self_test_passes_on_the_cpu_in_the_sandbox() -> None:
-    """The real self-test, as ``kernelrank runner --self-test`` runs it, shrunk for CI: the
-    toolchain, softmax's templates and examples in test mode, the clock.
+def _fake_self_test(tmp_path: Path, body: str) -> str:
+    """An executable standing in for the interpreter that runs the self-test: it prints ``body``."""
+    script = tmp_path / "python"
+    script.write_text("#!/bin/sh\n" + body)
+    script.chmod(0o755)
+    return str(script)
 
-    Left to other tests, which run the same judge on the same files with more assertions: the
-    timed modes (``tests/test_examples.py``: every correct example in leaderboard mode) and the
-    attack corpus (``tests/runner/test_attacks.py``: every attack in leaderboard mode;
-    :func:`test_the_attack_corpus_is_judged_against_its_docstrings`: the self-test's own rule).
-    With them this test took 550 s of CI's 90 minutes."""
-    out = subprocess.run([sys.executable, "-m", "kernelrank.cli.main", "runner", "--self-test", "--device", "cpu",
-                          "--quick", "--problem", "softmax", "--mode", "test", "--no-attacks"],
-                         capture_output=True, text=True, timeout=1700)
+
+def test_the_self_test_process_reports_its_progress_as_it_goes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = {"status": "passed", "scope": "quick", "checks": 2}
+    lines = [json.dumps({"progress": [0, 2, "initialise cpu in the sandbox"]}), "not json: ignored",
+             json.dumps({"progress": [1, 2, "the judge's clock and the sandbox"]}), json.dumps({"progress": [2, 2, "done"]}),
+             json.dumps(summary)]
+    monkeypatch.setattr(selftest_process.sys, "executable", _fake_self_test(tmp_path, "cat <<'EOF'\n" + "\n".join(lines) + "\nEOF\n"))
+    seen: list[tuple[int, int]] = []
+    assert selftest_process.run_self_test_process("cpu", on_progress=lambda done, total: seen.append((done, total))) == summary
+    assert seen == [(0, 2), (1, 2), (2, 2)]
+    # the starting heartbeat says how far it is, sent at once
+    sent: list[dict[str, Any]] = []
+    monkeypatch.setattr(worker, "_identity", worker.RunnerIdentity("runner-cpu-1", "cpu"))
+    monkeypatch.setattr(worker, "_starting", {"state": "starting: self-test", "device": "cpu"})
+    monkeypatch.setattr(worker, "send_heartbeat", lambda ident, info: sent.append(dict(info)))
+    worker.self_test_progress(12, 30)
+    assert sent == [{"state": "starting: self-test 12/30", "device": "cpu"}]
+
+
+def test_a_self_test_process_past_its_time_is_a_failed_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selftest_process.sys, "executable", _fake_self_test(tmp_path, "exec sleep 30\n"))
+    summary = selftest_process.run_self_test_process("cpu", timeout=0.5)
+    assert summary["status"] == "failed" and "ran past 0 s" in summary["failures"][0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_the_quick_self_test_passes_on_the_cpu_and_a_restart_runs_only_the_probes(tmp_path: Path) -> None:
+    """The real quick self-test, as ``kernelrank runner --self-test`` and a starting runner run it:
+    it passes, and it is cached, so the runner's next start (``--cached``) runs only the probes
+    and says what it stands on. Its time is a figure (``bench/selftest_times.py``), not asserted."""
+    import os
+
+    env = {**os.environ, "KERNELRANK_RUNNER_CACHE_DIR": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "kernelrank.cli.main", "runner", "--self-test", "--device", "cpu"],
+                         capture_output=True, text=True, timeout=1100, env=env)
     assert out.returncode == 0, out.stdout[-6000:] + out.stderr[-3000:]
-    assert "self-test passed" in out.stdout
     flat = out.stdout.replace("\n", " ")
-    assert "C++ load_inline, without PCH" in flat and "softmax/examples/wrong_naive_exp.py (test) -> failed" in flat
-    assert "attacks/" not in out.stdout
-    assert "fresh memory" in out.stdout and "ms per MiB" in out.stdout
+    assert "self-test (quick) on cpu:" in flat and "self-test passed (quick)" in flat
+    assert "C++ load_inline, with PCH" in flat and "without PCH" not in flat
+    assert "softmax/examples/wrong_float32_output.py (test) -> failed" in flat
+    assert "the reference against itself (leaderboard) -> 1" in flat
+    assert "softmax/attacks/fork_bomb.py" in flat and "fresh memory" in flat and "ms per MiB" in flat
+    again = subprocess.run([sys.executable, "-m", "kernelrank.runner.host.selftest", "--device", "cpu", "--cached", "--json"],
+                           capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0, again.stderr[-6000:]
+    summary = json.loads(again.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "passed" and summary["scope"] == "probes" and summary["cached"]["scope"] == "quick"
+    assert summary["checks"] < 15 and "fork_bomb" not in again.stderr
 
 
 def test_summary_is_json() -> None:
@@ -163,49 +292,49 @@ def test_summary_is_json() -> None:
 
 
 def test_the_output_reads_row_says_how_the_judge_reads_the_childs_outputs(tmp_path: Path) -> None:
-    fast = selftest.output_reads_check("cpu", "process_vm_readv")
+    fast = selftest_rows.output_reads_check("cpu", "process_vm_readv")
     assert fast.passed and fast.got == "process_vm_readv" and not fast.detail
-    slow = selftest.output_reads_check("cpu", "/proc/<pid>/mem")
+    slow = selftest_rows.output_reads_check("cpu", "/proc/<pid>/mem")
     assert slow.passed and "2.5x slower" in slow.got and "refused" in slow.detail and "2.5x" in slow.detail
-    copied = selftest.output_reads_check("cpu", "slots")
+    copied = selftest_rows.output_reads_check("cpu", "slots")
     assert copied.passed and "copied by the child" in copied.got and "copied" in copied.detail
-    assert selftest.output_reads_check("cuda", "slots").got == "slots"
-    assert not selftest.output_reads_check("cpu", None).passed
+    assert selftest_rows.output_reads_check("cuda", "slots").got == "slots"
+    assert not selftest_rows.output_reads_check("cpu", None).passed
     # the probe's real child on this machine: its record says how its outputs were read
-    _overhead, measured = selftest.measure_overhead("cpu", tmp_path / "scratch", requests=6)
+    _overhead, measured = selftest_rows.measure_overhead("cpu", tmp_path / "scratch", requests=6)
     assert measured["output_reads"] in ("process_vm_readv", "/proc/<pid>/mem")
-    assert selftest.output_reads_check("cpu", measured["output_reads"]).passed
+    assert selftest_rows.output_reads_check("cpu", measured["output_reads"]).passed
     assert str(measured["host_memory"]).split()[0] in ("cgroup", "address", "unbounded")
     from kernelrank.runner.containment.procfs import host_huge_pages
 
     assert measured["huge_pages"] == host_huge_pages()
     # the probe's child runs at the raised priority where the judge may raise it (CAP_SYS_NICE)
     assert measured["priority"]["nice"] == (isolation.CHILD_NICE if isolation.may_raise_priority() else 0)
-    assert selftest.priority_check(measured["priority"]).got.startswith("nice ")
+    assert selftest_rows.priority_check(measured["priority"]).got.startswith("nice ")
 
 
 def test_the_priority_row_passes_either_way_and_says_what_it_costs() -> None:
     nice = isolation.CHILD_NICE
-    raised = selftest.priority_check({"nice": nice, "autogroup": nice})
+    raised = selftest_rows.priority_check({"nice": nice, "autogroup": nice})
     assert raised.passed and raised.got == f"nice {nice}, autogroup {nice}" and not raised.detail
-    assert selftest.priority_check({"nice": nice, "autogroup": None}).got == f"nice {nice}"
+    assert selftest_rows.priority_check({"nice": nice, "autogroup": None}).got == f"nice {nice}"
     for found in ({"nice": 0, "autogroup": 0}, {"nice": nice, "autogroup": 0}, None):
-        low = selftest.priority_check(found)
+        low = selftest_rows.priority_check(found)
         assert low.passed and "not raised" in low.got and "CAP_SYS_NICE" in low.detail, found
 
 
 def test_the_huge_pages_row_passes_either_way_and_says_what_it_costs() -> None:
-    assert selftest.huge_pages_check("madvise").got == "madvise"
-    off = selftest.huge_pages_check("never")
+    assert selftest_rows.huge_pages_check("madvise").got == "madvise"
+    off = selftest_rows.huge_pages_check("never")
     assert off.passed and "wider intervals" in off.got and "madvise" in off.detail
 
 
 def test_the_fresh_memory_row_passes_either_way_and_says_what_it_costs() -> None:
-    fast = selftest.fresh_memory_check(0.05, False)
+    fast = selftest_rows.fresh_memory_check(0.05, False)
     assert fast.passed and fast.got == "0.05 ms per MiB" and not fast.detail
-    assert selftest.fresh_memory_check(0.05, None).got == "0.05 ms per MiB"
+    assert selftest_rows.fresh_memory_check(0.05, None).got == "0.05 ms per MiB"
     for ms, reporting in ((1.7, False), (0.05, True), (1.7, True)):
-        slow = selftest.fresh_memory_check(ms, reporting)
+        slow = selftest_rows.fresh_memory_check(ms, reporting)
         assert slow.passed and "backs memory on first touch" in slow.got and "free page reporting" in slow.detail
         assert ("free page reporting on" in slow.got) == reporting, (ms, reporting)
 
@@ -235,13 +364,13 @@ def test_fresh_memory_is_measured_in_a_new_process() -> None:
 
 
 def test_the_host_moments_row_passes_either_way_and_says_what_it_costs() -> None:
-    steady = selftest.host_moments_check(0.021, 0.0)
+    steady = selftest_rows.host_moments_check(0.021, 0.0)
     assert steady.passed and steady.got == "speedup ±2.1% a moment, steal 0.0%" and not steady.detail
     assert steady.group == "judge's clock" and steady.expected == "< ±5% a moment"
-    moved = selftest.host_moments_check(0.147, 0.0125)
+    moved = selftest_rows.host_moments_check(0.147, 0.0125)
     assert moved.passed and moved.got.startswith("speedup ±14.7% a moment, steal 1.2%")
     assert "moves speedups" in moved.got and "cores of its own" in moved.detail
-    edge = selftest.host_moments_check(hostprobe.HOST_MOMENTS_NOISY, 0.0)
+    edge = selftest_rows.host_moments_check(hostprobe.HOST_MOMENTS_NOISY, 0.0)
     assert not edge.detail  # at the limit: still steady
 
 
@@ -268,9 +397,9 @@ def test_host_moments_are_measured_in_a_new_process_with_the_childrens_threads(
 def test_the_output_check_row_says_whether_the_quick_rule_is_native(monkeypatch: pytest.MonkeyPatch) -> None:
     from kernelrank.runner.judge import native_check
 
-    built = selftest.output_check_row("cpu")
+    built = selftest_rows.output_check_row("cpu")
     assert built.passed and built.got == native_check.method()
     monkeypatch.setattr(native_check, "method", lambda: "torch")
-    slow = selftest.output_check_row("cpu")
+    slow = selftest_rows.output_check_row("cpu")
     assert slow.passed and slow.got == "torch (slower)" and "C compiler" in slow.detail
-    assert selftest.output_check_row("cuda").got == "torch on the device"
+    assert selftest_rows.output_check_row("cuda").got == "torch on the device"

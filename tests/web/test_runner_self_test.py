@@ -41,3 +41,20 @@ def test_self_test_result_and_date_on_the_page_and_in_the_api(client: TestClient
     assert body["runner-h100-sxm-0"]["info"]["self_test"]["status"] == "passed"
     assert body["runner-h100-sxm-0"]["info"]["gpu"]["compute_capability"] == "9.0"
     assert body["runner-h100-sxm-1"]["info"]["self_test"]["failures"]
+
+
+def test_a_starting_runner_shows_its_self_tests_progress_and_a_cached_pass_says_what_it_stands_on(
+        client: TestClient, world: World) -> None:
+    _beat("runner-cpu-7", "cpu", {"state": "starting: self-test 12/30", "device": "cpu",
+                                  "self_test": {"status": "not run"}})
+    _beat("runner-cpu-8", "cpu", {"self_test": {
+        "status": "passed", "scope": "probes", "at": "2026-12-02T10:05:00+00:00", "checks": 11, "failed": 0,
+        "cached": {"scope": "quick", "at": "2026-12-01T09:00:00+00:00", "seconds": 104.2, "checks": 25}}})
+    html = client.get("/runners").text
+    starting = html[html.index("runner-cpu-7"):html.index("</tr>", html.index("runner-cpu-7"))]
+    assert "starting: self-test 12/30" in starting and "not run" in starting
+    cached = html[html.index("runner-cpu-8"):html.index("</tr>", html.index("runner-cpu-8"))]
+    assert "passed" in cached and "probes, standing on the quick self-test of 2026-12-01T09:00:00+00:00" in cached
+    body = {r["name"]: r for r in client.get("/api/v1/runners").json()["runners"]}
+    assert body["runner-cpu-7"]["info"]["state"] == "starting: self-test 12/30"
+    assert body["runner-cpu-8"]["info"]["self_test"]["cached"]["scope"] == "quick"
