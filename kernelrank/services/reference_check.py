@@ -1,4 +1,6 @@
-"""Checking that a problem's reference passes its own tests, before the problem is stored.
+"""Checking that a problem's reference passes its own tests, and that its tolerances can tell
+right from wrong (:mod:`kernelrank.runner.judge.reference_audit`: the reference's own error
+against float64 within half its tolerance; zeros or a constant fail it), before the problem is stored.
 
 :func:`check_reference` runs the harness (``evaluate(spec, reference_submission(spec), "test",
 "cpu")``, exactly as a submission's test run) in a separate Python process, so the API process
@@ -88,6 +90,12 @@ def _run(message: dict[str, Any]) -> dict[str, Any]:
                               log_limit=settings.log_limit_bytes, isolation=settings.runner_isolation,
                               hidden_paths=(settings.data_dir.resolve(),))
         result = evaluate(spec, reference_submission(spec), Mode.test.value, DeviceClass.cpu.value, options)
+        if result.status is Verdict.passed:
+            from kernelrank.runner.judge.reference_audit import audit
+
+            findings = audit(spec)  # the tolerances against the reference's own error and degenerate outputs
+            if findings:
+                return {"status": Verdict.failed.value, "message": "tolerances: " + "; ".join(findings)}
     except Exception as e:  # noqa: BLE001 - a broken reference is a verdict here, not a crash
         return {"status": Verdict.error.value, "message": f"{type(e).__name__}: {e}"}
     return {"status": result.status.value,

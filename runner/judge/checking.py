@@ -91,6 +91,10 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
     if mismatches == 0:  # every difference finite, or non-finite where out == ref or both NaN (0 here)
         max_abs = float(diff.nan_to_num_(0.0, 0.0, 0.0).amax())
         max_rel = float(diff.div_(abs_r).nan_to_num_(0.0, 0.0, 0.0).amax())  # r == 0: x/0 is inf or NaN, so 0
+        shape = degenerate(o)
+        if shape is not None and degenerate(r) is None:  # within a loose tolerance, but no answer
+            return CheckResult(False, f"output is degenerate ({shape}) where the reference's is not, though within "
+                                      f"atol={atol:g} + rtol={rtol:g}*|ref|", max_abs, max_rel, 0, numel)
         return CheckResult(True, "ok", max_abs, max_rel, 0, numel)
 
     # a failure: the figures over the mismatches keep their NaN and inf (only this path gathers)
@@ -120,6 +124,24 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
         f"first mismatch at {index}: got {got!r}, expected {want!r}"
     )
     return CheckResult(False, message, max_abs, max_rel, mismatches, numel, index, nan_mismatches, inf_mismatches)
+
+
+def degenerate(t: torch.Tensor) -> str | None:
+    """How ``t`` of two values or more is degenerate, or ``None``: ``"NaN everywhere"``, ``"all
+    zeros"`` or ``"constant"`` (all equal); one value is never degenerate (it is an answer or a
+    wrong one). :func:`check_output` fails such an output where the reference's is not, whatever
+    the tolerance: returning zeros passed ``atol 1e-2`` on 4 of KernelBench's 60 level-1 problems
+    (KernelBench issue 165)."""
+    if t.numel() < 2:
+        return None
+    if bool(t.isnan().all()):
+        return "NaN everywhere"
+    if not bool(t.any()):
+        return "all zeros"
+    flat = t.reshape(-1)
+    if bool((flat == flat[0]).all()):
+        return "constant"
+    return None
 
 
 #: Values per piece when an output on the CPU is checked as it is read (:func:`close_in_pieces`):

@@ -62,3 +62,47 @@ def test_a_hanging_reference_is_stopped_at_the_time_limit(tmp_path: Path, monkey
     before = marker.stat().st_mtime
     time.sleep(1.0)
     assert marker.stat().st_mtime == before  # and nothing of it runs on
+
+
+def _loosened(tmp_path: Path, atol: str) -> Path:
+    problem = tmp_path / "problems" / "double" / "problem.yaml"
+    problem.write_text(problem.read_text().replace("float32: {atol: 1.0e-6, rtol: 1.0e-6}",
+                                                   f"float32: {{atol: {atol}, rtol: 1.0e-6}}"))
+    return problem
+
+
+def test_a_tolerance_that_zeros_pass_is_refused(tmp_path: Path) -> None:
+    """``atol`` 10 lets an all-zeros (or a constant) output pass for ``x ~ N(0, 1)`` doubled: the
+    push is refused, naming the case and the tolerance."""
+    _double_spec(tmp_path)
+    _loosened(tmp_path, "10.0")
+    spec = load_problem("double", tmp_path / "problems", tmp_path / "reference_kernels").spec()
+    reason = check_reference(spec)
+    assert reason is not None and reason.startswith("failed: tolerances:"), reason
+    assert "test case 0" in reason and "all zeros passes the tolerance (atol=10" in reason
+    assert "the mean everywhere" in reason
+
+
+def test_a_reference_whose_own_error_fills_its_tolerance_is_refused(tmp_path: Path) -> None:
+    """A reference that computes float32 outputs in bfloat16 (and float64 ones exactly) is off by
+    up to ~0.4% of a value from float64, far beyond 1e-6: its own tolerance would fail honest
+    float32 kernels."""
+    spec = _double_spec(tmp_path, edit=lambda src: src.replace(
+        "    return data[0] * 2\n",
+        "    x = data[0]\n    return x * 2 if x.dtype == torch.float64 else (x.bfloat16() * 2).to(x.dtype)\n"))
+    reason = check_reference(spec)
+    assert reason is not None and "the reference's own error against float64 uses" in reason, reason
+
+
+def test_the_audit_on_the_shipped_problems_finds_nothing() -> None:
+    from kernelrank.problems import load_all
+    from kernelrank.runner.judge.reference_audit import audit, tolerance_share
+
+    import torch
+
+    for problem in load_all():
+        assert audit(problem.spec()) == [], problem.name
+    exact = torch.tensor([1.0, 2.0, 0.0], dtype=torch.float64)
+    assert tolerance_share(torch.tensor([1.0, 2.0, 0.0]), exact, 0.1, 0.0) == 0.0
+    assert tolerance_share(torch.tensor([1.05, 2.0, 0.0]), exact, 0.1, 0.0) == pytest.approx(0.5)
+    assert tolerance_share(torch.tensor([1.0, 2.0, 1.0]), exact, 0.0, 0.1) == float("inf")  # no allowance at 0

@@ -324,3 +324,22 @@ def test_where_a_fused_multiply_add_would_widen_the_bound_the_quick_rule_fails_a
         a, b = o[i:i + 1], r[i:i + 1]
         assert not check_output(a, b, atol, rtol).passed, i
         assert not close_in_pieces(lambda x, y: a[x:y], b, atol, rtol), (quick_rule, i)  # noqa: B023
+
+
+def test_a_degenerate_output_fails_whatever_the_tolerance_where_the_references_is_not() -> None:
+    """Zeros, a constant or NaN everywhere within a loose tolerance is no answer (KernelBench issue
+    165: zeros passed ``atol 1e-2`` on 4 of 60 problems); where the reference's own output is
+    degenerate the same output is right."""
+    ref = torch.linspace(-1e-3, 1e-3, 64)  # small values: zeros are within atol 1e-2
+    for out, shape in ((torch.zeros(64), "all zeros"), (torch.full((64,), 5e-4), "constant")):
+        c = check_output(out, ref, 1e-2, 0.0)
+        assert not c.passed and c.mismatches == 0, c
+        assert c.message.startswith(f"output is degenerate ({shape}) where the reference's is not"), c.message
+    assert check_output(ref.clone(), ref, 1e-2, 0.0).passed  # the answer itself
+    assert check_output(torch.zeros(64), torch.zeros(64), 1e-2, 0.0).passed  # the reference is zeros too
+    assert check_output(torch.ones(8), torch.full((8,), 1.0 + 1e-9), 1e-6, 0.0).passed  # both constant
+    assert check_output(torch.zeros(2), torch.tensor([1e-4, 0.0]), 1e-2, 0.0).message.startswith(
+        "output is degenerate (all zeros)")
+    assert check_output(torch.tensor([0.0]), torch.tensor([1e-4]), 1e-2, 0.0).passed  # one value is an answer
+    assert checking.degenerate(torch.full((3,), math.nan)) == "NaN everywhere"
+    assert checking.degenerate(torch.tensor([7.0])) is None and checking.degenerate(torch.empty(0)) is None
