@@ -43,7 +43,7 @@ def kind(label: str) -> str:
         return "build"
     mode = label.rsplit("(", 1)[-1].rstrip(")") if label.endswith(")") else ""
     if mode in ("test", "benchmark", "leaderboard", "profile"):
-        return mode
+        return ("build-timed" if mode in ("benchmark", "leaderboard") else "build") if "cpp" in label else mode
     return "clock" if "clock" in label else "test"
 
 

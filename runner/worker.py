@@ -60,6 +60,9 @@ class RunnerIdentity:
 _identity: RunnerIdentity | None = None
 #: The start-up self-test's summary (:func:`self_test_gate`), shown in every heartbeat.
 _self_test: dict[str, Any] | None = None
+#: Seconds a starting runner's self-test may take before it counts as failed (the quick one takes
+#: about 2 minutes on a 2-core CPU host: bench/selftest_times.py).
+SELF_TEST_TIMEOUT_S = 1200.0
 #: The starting heartbeat's information (:func:`announce_start`), which the self-test's progress updates.
 _starting: dict[str, Any] | None = None
 #: What locking the GPU's clocks gave (:func:`lock_gpu_clocks`), shown with its facts.
@@ -465,7 +468,7 @@ def self_test_gate(queue: str, run: SelfTestRunner = None, report: Any = None) -
     if run is None:
         from kernelrank.runner.host.selftest_process import run_self_test_process
 
-        summary = run_self_test_process(device_class(queue), on_progress=self_test_progress)
+        summary = run_self_test_process(device_class(queue), timeout=SELF_TEST_TIMEOUT_S, on_progress=self_test_progress)
     else:
         summary = run(device_class(queue))
     _self_test = summary
