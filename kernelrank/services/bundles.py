@@ -81,7 +81,8 @@ def store_samples(session: Session, run: Run, raw: Any) -> None:
         session.add(RunSamples(run_id=run.id, cases=cases))
 
 
-def _iso(value: Any) -> str | None:
+def iso(value: Any) -> str | None:
+    """A datetime as ISO 8601 text, or ``None``."""
     return value.isoformat() if value is not None else None
 
 
@@ -106,7 +107,7 @@ def _run_entry(session: Session, run: Run) -> dict[str, Any]:
         })
     return {
         "kind": run.kind, "attempt": run.attempt, "status": run.status, "runner": run.runner,
-        "recorded_at": _iso(run.created_at), "speedup": result.get("speedup"), "speedup_ci": result.get("speedup_ci"),
+        "recorded_at": iso(run.created_at), "speedup": result.get("speedup"), "speedup_ci": result.get("speedup_ci"),
         "speedup_interval": result.get("speedup_interval"), "score_ns": result.get("score_ns"),
         "score_ci_ns": result.get("score_ci_ns"), "basis": result.get("basis"), "noisy": result.get("noisy"),
         "device_info": result.get("device_info"), "ceilings": result.get("ceilings"),
@@ -128,7 +129,7 @@ def bundle(session: Session, sub: Submission, viewer: User | None) -> dict[str, 
     runs = [r for r in sub.counted_runs if r.kind in (RunKind.public, RunKind.secret)]
     names = sorted({r.runner for r in runs if r.runner})
     runners = {row.name: {"device": row.device, "version": row.version, "info": row.info,
-                          "last_heartbeat": _iso(row.last_heartbeat)}
+                          "last_heartbeat": iso(row.last_heartbeat)}
                for row in session.query(Runner).filter(Runner.name.in_(names))} if names else {}
     tests = list(d.get("tests") or [])
     benchmarks = list((d.get("benchmarks") or {}).get(board_class) or [])
@@ -143,7 +144,7 @@ def bundle(session: Session, sub: Submission, viewer: User | None) -> dict[str, 
             "score_ns": sub.score_ns,
             "score_ci_ns": [sub.score_low_ns, sub.score_high_ns] if sub.score_low_ns is not None else None,
             "runs_spread": sub.runs_spread, "attempt": sub.attempt, "measured_from": sub.measured_from,
-            "created_at": _iso(sub.created_at), "finished_at": _iso(sub.finished_at),
+            "created_at": iso(sub.created_at), "finished_at": iso(sub.finished_at),
         },
         "problem": {"name": rev.problem.name, "revision": rev.revision, "tests": tests, "benchmarks": benchmarks,
                     "tolerances": d.get("tolerances"), "timing": (d.get("timing") or {}).get(board_class),

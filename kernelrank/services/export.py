@@ -69,16 +69,12 @@ def ranked_rows(session: Session, name: str, device_queue: str | None = None) ->
             "user": sub.user.name, "submission_id": sub.id, "score_ns": sub.score_ns, "speedup": sub.speedup,
             "tflops": sub.tflops, "gbps": sub.gbps, "language": sub.language, "filename": sub.filename,
             "code_sha256": sub.code_sha256, "code": sub.code if problem.code_open else None,
-            "created_at": _iso(sub.created_at), "finished_at": _iso(sub.finished_at), "runner": sub.runner,
+            "created_at": bundles.iso(sub.created_at), "finished_at": bundles.iso(sub.finished_at), "runner": sub.runner,
             "needs_review": bool(sub.needs_review), "review_reason": sub.review_reason, "guard": sub.guard,
             "results": {k: v for k, v in (public.result or {}).items() if k != "logs"} if public else None,
             "bundle": bundles.bundle(session, sub, None),
         })
     return rows
-
-
-def _iso(value: Any) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def write_jsonl(rows: list[dict[str, Any]], path: Path) -> None:

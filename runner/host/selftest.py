@@ -173,9 +173,8 @@ class SelfTestOptions:
         attacks: run attacks (the quick scope's :data:`QUICK_ATTACKS`, the full scope's corpus).
         timing_s: timing budget per benchmark case and timed mode (halved outside the full scope,
             which also times only the first benchmark case per device).
-        mode_budget_s: budget of a whole evaluation after loading (the problem's own where lower): a
-            C++ example in leaderboard mode, built again in each timed process, took 113 s on a
-            2-core host at idle, past the 90 s this was before.
+        mode_budget_s: budget of a whole evaluation after loading (the problem's own where lower),
+            room for a C++ example built again in each timed process (bench/README.md).
         compile_s: budget for loading (C++/CUDA builds).
         scratch_dir: where children's folders go (default: a temporary folder).
 

@@ -2,8 +2,7 @@
 float64 computation of the same formula, and degenerate outputs, on its test cases.
 
 A tolerance looser than the reference's own error passes wrong kernels; one tighter than it fails
-the reference itself (reference-kernels issue 164: an fp32 reference off by 3.76e-2 from fp64
-against a tolerance of 1e-3). :func:`audit` computes, per test case on the CPU, the reference's
+the reference itself (cases met in the field: docs/administration.md, problems). :func:`audit` computes, per test case on the CPU, the reference's
 output, the same reference on the inputs widened to float64 (every floating tensor), and asks:
 
 - does the reference pass its own tolerance against the float64 result *with room* (its largest
