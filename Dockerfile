@@ -33,6 +33,8 @@ COPY runner ./runner
 COPY migrations ./migrations
 COPY problems ./problems
 COPY reference_kernels ./reference_kernels
+# the runner services' entrypoint: a writable cgroup subtree for the job groups (docker-compose.yml)
+COPY deploy/runner-entrypoint.sh /usr/local/bin/kernelrank-runner-entrypoint
 # redis and psycopg: the clients for the deployment's broker and database
 RUN pip install ninja "redis>=5" "psycopg[binary]>=3.1" \
     && pip install -e .

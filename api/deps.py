@@ -163,7 +163,10 @@ def get_dispatch(session: SessionDep) -> Dispatch:
         except Exception as e:  # the broker's errors vary by transport; none may reach the client
             # the exception text can hold the broker URL and its password: log only its type
             log.error("could not queue submission %s on %r: %s", job["submission_id"], queue, type(e).__name__)
-            sub = session.get(Submission, job["submission_id"])
+            from kernelrank.services.competition_final import is_rejudging
+
+            # a competition's re-judging stays queued (finalize sends it again); its submission is untouched
+            sub = None if is_rejudging(job.get("attempt")) else session.get(Submission, job["submission_id"])
             if sub is not None:
                 sub.status, sub.message, sub.finished_at = Verdict.error.value, "the job could not be queued", utcnow()
                 session.commit()

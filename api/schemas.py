@@ -116,6 +116,8 @@ class SubmissionAccepted(BaseModel):
 
     id: int
     status: SubmissionStatus = SubmissionStatus.queued
+    #: Set where the job waits for a runner of its device to come back online.
+    message: str = ""
 
 
 class RunPublic(BaseModel):

@@ -35,13 +35,17 @@ def job_started(submission_id: int, runner: str, attempt: int | None = None) -> 
     the submission ``running`` and counts a start; no drops a finished or duplicate job, or
     ends one whose runners died ``job_max_starts`` times as ``error``."""
     from kernelrank.db.session import session_scope
-    from kernelrank.services import jobs
+    from kernelrank.services import competition_final, jobs
     from kernelrank.settings import get_settings
 
     settings = get_settings()
     with session_scope() as session:
-        decision = jobs.start_job(session, int(submission_id), str(runner), settings.job_max_starts,
-                                  settings.runner_lost_seconds, attempt)
+        if competition_final.is_rejudging(attempt):  # a competition's re-judging, not the submission's job
+            decision = competition_final.start_rejudging(session, int(attempt), int(submission_id), str(runner),
+                                                         settings.job_max_starts, settings.runner_lost_seconds)
+        else:
+            decision = jobs.start_job(session, int(submission_id), str(runner), settings.job_max_starts,
+                                      settings.runner_lost_seconds, attempt)
     if not decision.run:
         log.warning("job of submission %s not started on %s: %s", submission_id, runner, decision.reason)
     return decision.to_dict()
@@ -55,11 +59,15 @@ def record_result(submission_id: int, kind: str, result: dict[str, Any], runner:
     committed (if sending fails it stays ``queued`` and the sweeper sends it again).
     Returns whether anything was written."""
     from kernelrank.db.session import session_scope
-    from kernelrank.services import ServiceError, submissions
+    from kernelrank.services import ServiceError, competition_final, submissions
     from kernelrank.settings import get_settings
 
     again: list[tuple[dict[str, Any], str, float]] = []
     try:
+        if competition_final.is_rejudging(attempt):  # a competition's re-judging: never the submission's runs
+            with session_scope() as session:
+                return competition_final.record_rejudging(session, int(attempt), int(submission_id), str(kind),
+                                                          dict(result), str(runner))
         with session_scope() as session:
             written = submissions.record_run(session, int(submission_id), str(kind), dict(result), str(runner),
                                              attempt, remeasures=get_settings().remeasures,

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kernelrank.format import speedup
+from kernelrank.roofline import FLOOR_REASON
 from kernelrank.runner import stats
 from kernelrank.runner.stats import Interval, time_from_speedup
 from kernelrank.vocab import CaseKind, Mode, RunKind, Verdict, run_kinds
@@ -189,13 +190,15 @@ def failing_runs(measurements: list[list[RunRecord]]) -> list[RunRecord]:
 
 
 def judge(measurements: list[list[RunRecord]], *, mode: str, noisy_above: float, board: Spread | None = None,
-          may_rank: bool = True, remeasures: int = 0) -> Judgement:
+          may_rank: bool = True, remeasures: int = 0, review_cleared: bool = False) -> Judgement:
     """Judge a submission over its measurements, each one run of every kind ``mode`` takes
     (:func:`~kernelrank.vocab.run_kinds`), the earliest first; the latest measurement must hold
     them all. ``noisy_above`` is the problem's for the device; ``board`` the board's spread
     between runs (only used where two runs are combined and none failed); ``may_rank``: the
     submission may take a rank at all (made before the deadline, not disqualified);
-    ``remeasures``: how many measurements may be made again.
+    ``remeasures``: how many measurements may be made again. A run marked for review marks the
+    submission (``needs_review``) unless ``review_cleared`` (an admin looked); one beyond the
+    physics floor (:data:`~kernelrank.roofline.FLOOR_REASON`) also holds it unranked.
 
     Raises:
         ValueError: no measurement, or the latest lacks a run of a kind ``mode`` takes.
@@ -215,7 +218,7 @@ def judge(measurements: list[list[RunRecord]], *, mode: str, noisy_above: float,
     else:
         status, message = Verdict.passed.value, str(public.result.get("message", ""))
     flagged = [r for m in ordered for r in m if r.result.get("needs_review")]
-    needs_review = bool(flagged) and not failing
+    needs_review = bool(flagged) and not failing and not review_cleared
     review_reason = str(flagged[0].result.get("review_reason") or "")[:2000] if needs_review else None
     interpreted = any(bool(r.result.get("interpreted")) for m in ordered for r in m)
     # the board's spread only counts where two runs are combined (a failing run leaves one at most)
@@ -229,8 +232,9 @@ def judge(measurements: list[list[RunRecord]], *, mode: str, noisy_above: float,
     noisy = interpreted or measured.noisy
     eligible = mode == Mode.leaderboard and not failing and may_rank
     again = eligible and not interpreted and measure_again(measured, len(measurements), remeasures)
+    held = needs_review and str(review_reason).startswith(FLOOR_REASON)  # unranked until an admin clears it
     ranked = (eligible and not again and public.score_ns is not None and not noisy and not measured.disagree
-              and combined is not None)
+              and combined is not None and not held)
     score = score_low = score_high = None
     if ranked and combined is not None:
         own = run_speedup(public.result)
@@ -246,6 +250,8 @@ def judge(measurements: list[list[RunRecord]], *, mode: str, noisy_above: float,
                    f"{'an admin measures it afresh' if after else 'measured again'}")[:4000]
     elif noisy and not interpreted and not failing and after:
         message = f"{message}; not ranked: a run still too noisy{after}"[:4000]
+    elif held and eligible and not again:
+        message = f"{message}; not ranked: held for an admin's review ({review_reason})"[:4000]
     return Judgement(status, message, measured, speedup, low, high, ranked, again, noisy, interpreted, spread,
                      score, score_low, score_high, needs_review, review_reason)
 

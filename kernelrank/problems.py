@@ -36,6 +36,13 @@ DEFINITION_FILE = "problem.yaml"
 #: ``attacks/`` (the security test corpus).
 UNHASHED = ("attacks",)
 REFERENCE_FILE = "reference.py"
+#: Output dtypes checked for equality whatever the tolerances say (KernelBench's argmax, sort indices).
+EXACT_DTYPES = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64"})
+#: Device memory (MiB) each process running code for a problem may hold, its CUDA context
+#: included, when the problem sets no ``device_memory_mib``: 16 GiB leaves an 80 GB GPU's judge
+#: and the other side's process theirs. One place: the definition carries it to the runners, so a
+#: run's budget depends on the problem's revision, never on a runner's configuration.
+DEFAULT_DEVICE_MEMORY_MIB = 16 * 1024
 
 
 class ProblemError(ValueError):
@@ -75,9 +82,11 @@ class Budgets(_Strict):
     included); each mode bounds a whole evaluation in that mode after loading.
 
     Each call also has a deadline of its own, so a kernel that hangs is stopped within seconds,
-    naming its case: the submission's first call gets ``first_call`` (JIT compilation, autotuning
-    and ``torch.compile`` happen there); every later call ``max(call_floor, call_factor x the
-    reference's time for that input set)``, per call of a batch. The mode's budget stays the outer
+    naming its case and the line it hung at: the submission's first call gets ``first_call``;
+    every later call ``max(call_floor, call_factor x the reference's time for that input set)``,
+    per call of a batch. A call whose process is found compiling when its deadline passes
+    (``torch.compile``, Triton's JIT, a C++/CUDA build: :mod:`kernelrank.runner.judge.hangs`) is
+    given more time, up to ``compile_call`` seconds in all. The mode's budget stays the outer
     bound."""
 
     compile: float = Field(default=300.0, gt=0)
@@ -85,7 +94,8 @@ class Budgets(_Strict):
     benchmark: float = Field(default=300.0, gt=0)
     leaderboard: float = Field(default=600.0, gt=0)
     profile: float = Field(default=300.0, gt=0)
-    first_call: float = Field(default=60.0, gt=0)
+    first_call: float = Field(default=10.0, gt=0)
+    compile_call: float = Field(default=300.0, gt=0)
     call_floor: float = Field(default=10.0, gt=0)
     call_factor: float = Field(default=100.0, gt=1)
 
@@ -169,6 +179,13 @@ class ProblemDefinition(_Strict):
     timing: dict[DeviceClass, CaseTiming]
     ranking: Literal["geometric_mean"] = "geometric_mean"
     review_speedup: float = Field(default=50.0, gt=1)
+    #: device memory (MiB) each child (the submission's and the reference's alike) may hold when
+    #: the judge looks after a request, as the driver counts it; more is the verdict
+    #: ``out_of_memory`` (:mod:`kernelrank.runner.judge.devmem`)
+    device_memory_mib: int = Field(default=DEFAULT_DEVICE_MEMORY_MIB, gt=0)
+    #: why the problem runs on CUDA only (its reference needs a GPU or a package a CPU runner
+    #: lacks); then ``benchmarks.cpu`` may be empty. Set by the importers (docs/problems.md).
+    cuda_only: str | None = None
 
     @field_validator("tolerances")
     @classmethod
@@ -182,7 +199,7 @@ class ProblemDefinition(_Strict):
     @model_validator(mode="after")
     def _every_device_has_cases_and_timing(self) -> "ProblemDefinition":
         for device in DeviceClass:
-            if not self.benchmarks.get(device):
+            if not self.benchmarks.get(device) and not (device == DeviceClass.cpu and self.cuda_only):
                 raise ValueError(f"benchmarks.{device} must list at least one case")
             if device not in self.timing:
                 raise ValueError(f"timing.{device} is missing")
@@ -192,7 +209,7 @@ class ProblemDefinition(_Strict):
 
     def benchmark_cases(self, device: DeviceClass) -> list[Case]:
         """Benchmark cases for a device class (``cpu`` or ``cuda``)."""
-        return list(self.benchmarks[device])
+        return list(self.benchmarks.get(device, []))
 
     def tolerance_for(self, dtype: str) -> Tolerance:
         """Tolerance for an output dtype name (``"bfloat16"``...).
@@ -200,6 +217,8 @@ class ProblemDefinition(_Strict):
         Raises:
             ProblemError: the definition has no tolerance for that dtype.
         """
+        if dtype in EXACT_DTYPES:  # integers and booleans: no rounding, so equal or wrong
+            return Tolerance(atol=0.0, rtol=0.0)
         try:
             return self.tolerances[dtype]
         except KeyError:

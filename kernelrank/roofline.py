@@ -23,13 +23,21 @@ from __future__ import annotations
 from typing import Any
 
 from kernelrank.format import finite
-from kernelrank.vocab import CaseKind
+from kernelrank.vocab import CaseKind, DeviceClass
 
 #: Bounds of a case on the roofline: below the ridge point memory bandwidth limits it, above it
 #: the compute peak does.
 MEMORY, COMPUTE = "memory", "compute"
 #: The dtype whose matmul rate is the compute ceiling when neither the case nor the problem names one.
 DEFAULT_DTYPE = "float32"
+#: The physics floor: a case whose roofline share exceeds ``1 + FLOOR_MARGIN`` ran faster than
+#: the runner's measured hardware allows (a wrong flop or byte count, outputs not computed, or
+#: work done outside the timed window); its submission is held for an admin's review, unranked
+#: (:func:`beyond_floor`). The margin covers a kernel that beats torch's own copy or matmul, which
+#: the ceilings are measured with, and what is left of the probes' noise after their best is taken.
+FLOOR_MARGIN = 0.25
+#: How a held submission's review reason starts (``judgement`` and the admin's clearing read it).
+FLOOR_REASON = "beyond the physics floor: "
 
 
 def _positive(value: Any) -> float | None:
@@ -108,6 +116,31 @@ def clean_ceilings(ceilings: Any) -> dict[str, Any] | None:
     if bw is None and not rates:
         return None
     return {**ceilings, "copy_gbps": bw, "matmul_tflops": rates}
+
+
+def beyond_floor(result: dict[str, Any], device: str) -> str | None:
+    """Why a run's result is beyond the physics floor, or ``None``: the first benchmark case whose
+    ``roofline`` share (:func:`attach`) exceeds ``1 + FLOOR_MARGIN``. A memory-bound share counts
+    on CUDA only, where each call starts with the L2 flushed; on the CPU nothing is flushed, so a
+    case whose data stays in cache may honestly beat the memory copy ceiling (measured on a buffer
+    far larger than the cache). A compute-bound share counts everywhere.
+
+    Args:
+        result: a run's result (``EvalResult.to_dict()`` shape) after :func:`attach`.
+        device: the device class that ran it (``cpu`` or ``cuda``).
+    """
+    for case in result.get("cases") or []:
+        roof = case.get("roofline") if isinstance(case, dict) else None
+        share = _positive((roof or {}).get("share"))
+        if share is None or share <= 1 + FLOOR_MARGIN:
+            continue
+        if roof.get("bound") == MEMORY and device != DeviceClass.cuda:
+            continue
+        spec = " ".join(f"{k}={v}" for k, v in (case.get("spec") or {}).items() if k != "seed")
+        return (f"{FLOOR_REASON}benchmark case {case.get('index')} ({spec}) reads {share:.0%} of the runner's "
+                f"measured {roof.get('bound')} roofline (at most {1 + FLOOR_MARGIN:.0%} is physical): a wrong "
+                "flop or byte count, outputs not computed, or work outside the timed window")
+    return None
 
 
 def attach(result: dict[str, Any], ceilings: Any, problem_dtype: str | None = None) -> dict[str, Any]:

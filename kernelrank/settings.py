@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     #: Measure the device's ceilings (copy bandwidth, matmul rate per dtype) when the runner starts
     #: (a few seconds before its first job) and report them with its heartbeat, for roofline shares.
     runner_ceilings: bool = True
+    #: Minutes between probes of the ceilings while the runner is idle (each merged into the best
+    #: of its recent probes: ``runner/host/ceiling_probes.py``); 0: only at start.
+    runner_ceilings_refresh_minutes: float = Field(default=30.0, ge=0)
 
     # -- the service ------------------------------------------------------------------------------
     #: Folder of the embedded default: SQLite database, file broker, logs.
@@ -71,6 +74,10 @@ class Settings(BaseSettings):
     max_code_bytes: int = Field(default=256 * 1024, ge=1024)
     #: A runner is online when its last heartbeat is at most this many seconds old.
     runner_online_seconds: float = Field(default=60.0, gt=0)
+    #: A device queue whose last runner was seen at most this many hours ago keeps taking
+    #: submissions while no runner is online (a restart, an upgrade, a GPU runner's self-test):
+    #: they wait in the queue. Queues no runner served in this time are refused.
+    runner_remember_hours: float = Field(default=72.0, ge=0)
     #: Seconds between a runner's heartbeats.
     heartbeat_seconds: float = Field(default=15.0, gt=0)
     #: Seconds a Redis broker waits for a job's acknowledgement before handing it to another

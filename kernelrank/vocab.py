@@ -31,6 +31,9 @@ class Verdict(StrEnum):
     - ``error``: the submission raised, exited or crashed (runtime error), or the problem or the
       judge was broken;
     - ``timeout``: it ran past its time budget and was killed;
+    - ``out_of_memory``: it held more device memory than the problem's budget
+      (``device_memory_mib``) or its allocator ran out of device memory (the message names the
+      case and says "out of device memory");
     - ``compile_error``: it failed to load or build (Python syntax, C++/CUDA or Triton compile);
     - ``rejected``: it broke the protocol or the trust rules (e.g. timing claims the judge's wall
       clock cannot support, malformed answers, threads or processes left running after a call,
@@ -44,6 +47,7 @@ class Verdict(StrEnum):
     failed = "failed"
     error = "error"
     timeout = "timeout"
+    out_of_memory = "out_of_memory"
     compile_error = "compile_error"
     rejected = "rejected"
 
@@ -58,6 +62,7 @@ class SubmissionStatus(StrEnum):
     failed = "failed"
     error = "error"
     timeout = "timeout"
+    out_of_memory = "out_of_memory"
     compile_error = "compile_error"
     rejected = "rejected"
     cancelled = "cancelled"

@@ -58,8 +58,11 @@ class CaseResult:
     went (pairs, pairs left out, the interval's half width, the share of the case's wall time
     inside timed calls, where the rest went, and the CPU time each side's cgroup used while the
     other was timed). ``noisy``: the interval was still wider than the problem allows after the
-    case's extra time. ``interpreted``: the submission's Triton kernels ran under Triton's
+    case's extra time, or more than a share of its pairs was left out as disturbed (the GPU
+    throttled, work overlapping the flush: ``pairing["disturbed"]``). ``interpreted``: the submission's Triton kernels ran under Triton's
     interpreter (``timing`` then holds its claimed times, and there is no speedup).
+    ``claims_replaced``: the submission's counted calls whose claim the judge's clock did not
+    support, counted for its figure instead (:meth:`~kernelrank.runner.judge.pairs.PairedCase.claims_replaced`).
     ``tflops`` and ``gbps`` are achieved TFLOP/s and GB/s at the mean time (``timing``).
     ``checked`` counts outputs compared to the reference.
     ``roofline`` is the share of the runner's roofline the case reached
@@ -95,6 +98,7 @@ class CaseResult:
     pairing: dict[str, Any] | None = None
     noisy: bool = False
     interpreted: bool = False
+    claims_replaced: int | None = None
 
     @property
     def label(self) -> str:

@@ -21,6 +21,8 @@ is in the statistics module with the rest.
 
 from __future__ import annotations
 
+import collections
+import statistics
 import time
 from typing import Any, Callable, Protocol
 
@@ -73,6 +75,10 @@ class Timer(Protocol):
         """Wait for all outstanding work on the device."""
         ...
 
+    def flush_report(self) -> dict[str, Any]:
+        """What a request's answer carries about its calls' cache flushes, if anything; clears it."""
+        ...
+
 
 class CpuTimer:
     """``time.perf_counter_ns`` around the call; CPU kernels are synchronous, so nothing to wait for.
@@ -96,13 +102,24 @@ class CpuTimer:
     def synchronize(self) -> None:
         return None
 
+    def flush_report(self) -> dict[str, Any]:
+        """Nothing: the CPU has no flush (:meth:`CudaTimer.flush_report`)."""
+        return {}
+
 
 # -- CUDA ---------------------------------------------------------------------------------------
 #: Slack added to twice the slowest idle synchronize when deciding whether work was left on other
 #: streams after the end event (see :func:`tail_bound`): events' 0.5 µs resolution and host jitter.
 TAIL_SLACK_NS = 2_000
-#: Idle synchronizes measured when a :class:`CudaTimer` starts (for :func:`tail_bound`).
+#: Idle synchronizes measured when a :class:`CudaTimer` starts (for :func:`tail_bound`), and idle
+#: flushes (for :func:`flush_bound`).
 IDLE_SYNC_SAMPLES = 20
+#: A flush longer than this many times the median idle flush, plus :data:`TAIL_SLACK_NS`, shared
+#: the device with other work (:func:`flush_bound`): 256 MiB zeroed in ~80 µs on an H100, and
+#: 50 µs of work beside it lengthens it by up to that much.
+FLUSH_FACTOR = 1.25
+#: Most per-call flush times a :class:`CudaTimer` keeps until they are reported (a request's).
+FLUSH_RECORDS = 256
 
 
 class DeviceEvent(Protocol):
@@ -169,6 +186,22 @@ def tail_bound(idle_sync_ns: list[int] | list[float]) -> float:
     return 2.0 * max(float(x) for x in idle_sync_ns) + TAIL_SLACK_NS
 
 
+def flush_bound(idle_flush_ns: list[int] | list[float]) -> float:
+    """Longest L2 flush (ns) that still means "the flush had the device to itself":
+    :data:`FLUSH_FACTOR` times the median of ``idle_flush_ns`` (flushes of the idle device timed
+    by events when the timer started) plus :data:`TAIL_SLACK_NS`. Work another stream starts
+    while the flush runs ends before the start event, where the events cannot see it, but it
+    shares the device with the flush and lengthens it; the judge leaves such a request out
+    (:func:`~kernelrank.runner.judge.disturbed.flush_overlapped`).
+
+    Raises:
+        ValueError: no samples.
+    """
+    if not idle_flush_ns:
+        raise ValueError("no idle flush samples")
+    return FLUSH_FACTOR * float(statistics.median(idle_flush_ns)) + TAIL_SLACK_NS
+
+
 def cuda_call_ns(elapsed_ms: float, tail_ns: int | float, bound_ns: float) -> int:
     """The time one call on CUDA counts for (ns).
 
@@ -201,8 +234,12 @@ class CudaTimer:
     Args:
         api: the device (:class:`TorchCuda` by default; a simulated one in tests).
 
-    What events cannot see is written down in README.md's Security model: work another stream
-    starts *while the flush still runs* overlaps the flush and ends before ``start``.
+    Each flush is timed too, by an event recorded before it: work another stream starts *while
+    the flush still runs* ends before ``start``, where the events cannot see it, but lengthens the
+    flush; the flushes' times since the last :meth:`flush_report`, and the bound the idle
+    device's flushes give (:func:`flush_bound`), go to the judge with the request's claims, and
+    it leaves a request whose flush ran past the bound out
+    (:func:`~kernelrank.runner.judge.disturbed.flush_overlapped`).
     """
 
     device = "cuda"
@@ -216,6 +253,36 @@ class CudaTimer:
             self.api.synchronize()
             idle.append(self.api.clock_ns() - t0)
         self.tail_bound_ns = tail_bound(idle)
+        flushes = []
+        for _ in range(IDLE_SYNC_SAMPLES):
+            before, after = self.api.event(), self.api.event()
+            before.record()
+            self.api.flush_l2()
+            after.record()
+            after.synchronize()
+            flushes.append(int(round(before.elapsed_time(after) * 1e6)))
+        self.api.synchronize()
+        self.flush_bound_ns = flush_bound(flushes)
+        #: per timed call, its flush's time (ns), until :meth:`flush_report`; mutated, never
+        #: re-bound (the tripwire watches the timer's attributes by identity)
+        self.flushes: collections.deque[int] = collections.deque(maxlen=FLUSH_RECORDS)
+
+    def flush_report(self) -> dict[str, Any]:
+        """What a request's answer carries about its calls' flushes, and forgets them:
+        ``{"flush_ns": [ns per call], "flush_bound_ns": ns}`` (:func:`flush_bound`)."""
+        report = {"flush_ns": list(self.flushes), "flush_bound_ns": self.flush_bound_ns}
+        self.flushes.clear()
+        return report
+
+    def _flush(self) -> DeviceEvent:
+        """Record an event, enqueue the flush; the event, to time the flush up to ``start``."""
+        before = self.api.event()
+        before.record()
+        self.api.flush_l2()
+        return before
+
+    def _flushed(self, before: DeviceEvent, start: DeviceEvent) -> None:
+        self.flushes.append(int(round(before.elapsed_time(start) * 1e6)))
 
     def _wait(self, start: DeviceEvent, end: DeviceEvent) -> int:
         end.synchronize()
@@ -226,11 +293,13 @@ class CudaTimer:
     def time_call(self, fn: Callable[[Any], Any], data: Any) -> tuple[Any, int]:
         api = self.api
         start, end = api.event(), api.event()
-        api.flush_l2()
+        flush = self._flush()
         start.record()
         out = fn(data)
         end.record()
-        return out, self._wait(start, end)
+        ns = self._wait(start, end)
+        self._flushed(flush, start)
+        return out, ns
 
     def time_graph(self, fn: Callable[[Any], Any], data: Any, calls: int) -> tuple[Any, list[int]]:
         """``calls`` calls of ``fn(data)`` captured in one graph, launched once between the events
@@ -247,11 +316,12 @@ class CudaTimer:
         graph, out = self.api.capture(many)
         self.api.synchronize()
         start, end = self.api.event(), self.api.event()
-        self.api.flush_l2()
+        flush = self._flush()
         start.record()
         graph.replay()
         end.record()
         total = self._wait(start, end)
+        self._flushed(flush, start)
         share = total // calls
         return out, [share] * (calls - 1) + [total - share * (calls - 1)]
 

@@ -1,20 +1,16 @@
 """The runner's Celery task: judge one job with the harness and report back by task name.
 
-A runner is a Celery worker consuming exactly one device queue (``cpu`` or ``cuda-<model>``),
-started by ``kernelrank runner`` (or ``celery -A kernelrank.runner.worker worker -Q cpu ...``).
-For each job (``services.submissions.job_message``) it asks ``JOB_STARTED`` for a go-ahead (a
+A runner is a Celery worker consuming one device queue (``cpu``, ``cuda-<model>``; ``kernelrank runner``). For each job (``services.submissions.job_message``) it asks ``JOB_STARTED`` for a go-ahead (a
 redelivered job that is finished, running elsewhere or out of starts is dropped), runs the public run
 and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
 ``control`` queue. A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
-``settings.heartbeat_seconds`` (with the device's ceilings, measured once before the first job:
-:mod:`kernelrank.runner.host.ceilings`), and a last one, saying it stops, when the worker shuts down.
+``settings.heartbeat_seconds`` (with the device's ceilings, probed before the first job and while
+idle: :mod:`kernelrank.runner.host.ceiling_probes`), and a last one, saying it stops, when the worker shuts down.
 
-Every job ends in recorded results: a broken problem or judge error becomes an ``error`` result
-with a message, the soft time limit a ``timeout`` result. The runner imports no database code.
-
-Submitted code runs isolated as ``settings.runner_isolation`` says; the service's data folder is
-hidden from it, and a leaderboard job is ``rejected`` unrun where the network cannot be isolated
-unless ``settings.runner_allow_unisolated_network`` is set.
+Every job ends in recorded results (a judge error an ``error`` result, the soft time limit a
+``timeout`` result). No database code here. Submitted code runs isolated as ``settings.runner_isolation``
+says; a leaderboard job is ``rejected`` unrun where the network cannot be isolated (unless
+``settings.runner_allow_unisolated_network``).
 """
 
 from __future__ import annotations
@@ -27,6 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +34,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from kernelrank import __version__
 from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, REPORT_RETRY_POLICY,
                               get_celery, send)
+from kernelrank.runner.host import ceiling_probes
 from kernelrank.settings import get_settings
 from kernelrank.vocab import DeviceClass, Mode, RunKind, Verdict, device_class
 
@@ -67,6 +65,12 @@ SELF_TEST_TIMEOUT_S = 1200.0
 _starting: dict[str, Any] | None = None
 #: What locking the GPU's clocks gave (:func:`lock_gpu_clocks`), shown with its facts.
 _clock_lock: dict[str, Any] = {}
+#: The device's ceilings (:func:`measured_ceilings`), and whether this process probed them yet.
+_ceilings: dict[str, Any] | None = None
+_ceilings_tried = False
+#: Whether this runner can make job cgroups (:func:`check_containment`), shown in every heartbeat;
+#: ``None`` until checked. Set in the main process before the pool forks, so every job sees it.
+_containment: dict[str, Any] | None = None
 #: Jobs finished by this worker, shared by the main process and its forked pool processes.
 _jobs_done: Any = None
 _heartbeat_stop = threading.Event()
@@ -108,13 +112,38 @@ def _count_job() -> None:
             _jobs_done.value += 1
 
 
+def check_containment() -> dict[str, Any]:
+    """Whether this runner can make job cgroups (``{"job_cgroups": bool, "problem": str}``), found
+    once at start-up (:func:`~kernelrank.runner.containment.cgroups.containment_problem`), the
+    problem and its fix logged once; kept for every heartbeat (``info["containment"]``)."""
+    global _containment
+    from kernelrank.runner.containment import cgroups
+
+    problem = cgroups.containment_problem()
+    _containment = {"job_cgroups": problem is None, **({"problem": problem} if problem else {})}
+    if problem:
+        log.error("%s", problem)
+    return _containment
+
+
+def containment_refusal(mode: str, allow_uncontained: bool) -> str | None:
+    """Why a job of ``mode`` is rejected unrun where :func:`check_containment` found no job cgroups,
+    else ``None``: leaderboard jobs only, unless the operator allows uncontained runs
+    (``settings.runner_allow_unisolated_network``; docs/security.md)."""
+    if mode != Mode.leaderboard or allow_uncontained or not _containment or _containment.get("job_cgroups"):
+        return None
+    return ("rejected: this runner cannot contain submitted code, which leaderboard jobs require; the submission "
+            f"was not run. Runner: {_containment.get('problem')}")
+
+
 # -- the task ------------------------------------------------------------------------------------
 @app.task(name=EVALUATE, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
 def evaluate_job(job: dict[str, Any]) -> None:
     """Judge one job and report it: ``JOB_STARTED``, then ``RECORD_RESULT`` per run."""
     ident = _identity or RunnerIdentity(runner_name(str(job.get("device", "cpu"))), str(job.get("device", "cpu")))
     try:
-        run_job(job, ident.name)
+        with ceiling_probes.busy(ident.queue):  # no ceilings probe runs beside a job
+            run_job(job, ident.name)
     finally:
         _count_job()
 
@@ -212,6 +241,8 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
         from kernelrank.runner.judge.harness import EvalOptions, evaluate
 
         settings = get_settings()
+        if refusal := containment_refusal(job["mode"], settings.runner_allow_unisolated_network):
+            return _error_result(job, refusal, status=Verdict.rejected.value)
         _sweep(settings.scratch_dir)  # what judges gone before left: mounts, folders
         spec = ProblemSpec.from_message(job["problem"])
         secret = job.get("secret_seed") if kind == RunKind.secret else None
@@ -290,34 +321,37 @@ def heartbeat_info(queue: str) -> dict[str, Any]:
 
 
 def measured_ceilings(queue: str) -> dict[str, Any] | None:
-    """The ceilings of this runner's device (copy bandwidth, matmul rate per dtype:
-    :mod:`kernelrank.runner.host.ceilings`), measured once per runner process, in a subprocess (no CUDA
-    or OpenMP state reaches the worker), with the threads the judge gives a kernel; ``None`` when
-    ``settings.runner_ceilings`` is off or the measurement failed (logged)."""
+    """The ceilings of this runner's device: the best of its probes so far
+    (:mod:`kernelrank.runner.host.ceiling_probes`), probed once when this process first asks (in
+    a subprocess, with the threads the judge gives a kernel) and again while idle
+    (:func:`refresh_ceilings`); ``None`` when ``settings.runner_ceilings`` is off or none succeeded."""
     global _ceilings, _ceilings_tried
     settings = get_settings()
     if not settings.runner_ceilings:
         return None
-    if not _ceilings_tried:  # once: a later try would run beside a job and disturb both
+    if not _ceilings_tried:  # once here: later probes wait for an idle moment (refresh_ceilings)
         _ceilings_tried = True
-        from kernelrank.runner.host.devices import cpu_threads
-
-        cls = device_class(queue)
-        threads = cpu_threads(settings.cpu_threads) if cls == DeviceClass.cpu else 0
-        argv = [sys.executable, "-m", "kernelrank.runner.host.ceilings", "--device", cls, "--threads", str(threads)]
-        try:
-            out = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=True)
-            _ceilings = json.loads(out.stdout.strip().splitlines()[-1])
-        except (OSError, subprocess.SubprocessError, ValueError, IndexError) as e:
-            log.warning("ceilings not measured: %s", type(e).__name__)
-            return None
-        log.info("ceilings of %s: copy %.3g GB/s, matmul %s TFLOP/s", queue, _ceilings.get("copy_gbps", 0.0),
-                 {k: float(f"{v:.3g}") for k, v in (_ceilings.get("matmul_tflops") or {}).items()})
+        _ceilings = ceiling_probes.probe_and_merge(queue, *ceiling_probes.probe_args(queue))
+        if _ceilings is not None:
+            log.info("ceilings of %s: copy %.3g GB/s, matmul %s TFLOP/s (best of %s probes)", queue,
+                     _ceilings.get("copy_gbps") or 0.0, {k: float(f"{v:.3g}") for k, v in
+                                                        (_ceilings.get("matmul_tflops") or {}).items()},
+                     _ceilings.get("probes"))
     return _ceilings
 
 
-_ceilings: dict[str, Any] | None = None
-_ceilings_tried = False
+def refresh_ceilings(queue: str, last: float, now: float) -> bool:
+    """Probe the ceilings again when ``settings.runner_ceilings_refresh_minutes`` have passed since
+    ``last`` (monotonic s) and no job runs; whether the record changed."""
+    global _ceilings
+    minutes = get_settings().runner_ceilings_refresh_minutes
+    if _ceilings is None or not minutes or now - last < minutes * 60:
+        return False
+    record = ceiling_probes.refresh_if_idle(queue, *ceiling_probes.probe_args(queue))
+    if record is None:
+        return False
+    _ceilings = record
+    return True
 
 
 def _device_facts(queue: str) -> dict[str, Any]:
@@ -339,6 +373,8 @@ def _device_facts(queue: str) -> dict[str, Any]:
         info["gpu"] = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES")) | _clock_lock
     # the start-up self-test's result and date (kernelrank runner --self-test)
     info["self_test"] = _self_test if _self_test is not None else {"status": "not run"}
+    if _containment is not None:
+        info["containment"] = _containment
     return info
 
 
@@ -354,10 +390,13 @@ def _heartbeat_loop(ident: RunnerIdentity, info: dict[str, Any] | None = None) -
     period = get_settings().heartbeat_seconds
     if info is not None and _heartbeat_stop.wait(period):  # the first one was sent already
         return
+    probed = time.monotonic()
     while True:
         try:
             if info is None:
                 info = heartbeat_info(ident.queue)
+            elif "state" not in info and refresh_ceilings(ident.queue, probed, time.monotonic()):  # ready, idle
+                probed, info = time.monotonic(), {**info, "ceilings": _ceilings}
             send_heartbeat(ident, info)
         except Exception as e:  # noqa: BLE001 - broker or device hiccups: try again next period
             log.warning("heartbeat failed: %s", type(e).__name__)
@@ -406,7 +445,8 @@ def announce_start(ident: RunnerIdentity, what: str) -> None:
     its worker, and the runners page says why it takes no job yet. Cheap: no device probe."""
     global _starting
     info = _starting = {"state": f"starting: {what}", "device": device_class(ident.queue),
-                        "self_test": _self_test if _self_test is not None else {"status": "not run"}}
+                        "self_test": _self_test if _self_test is not None else {"status": "not run"},
+                        **({"containment": _containment} if _containment is not None else {})}
     try:
         send_heartbeat(ident, info)
     except Exception as e:  # noqa: BLE001 - the thread tries again
@@ -488,21 +528,12 @@ def self_test_gate(queue: str, run: SelfTestRunner = None, report: Any = None) -
 
 
 def lock_gpu_clocks(requested_mhz: int = 0) -> dict[str, Any]:  # pragma: no cover - GPU-only: NVML on a real GPU
-    """Lock the runner's GPU's SM clock where the operator allows it (``KERNELRANK_RUNNER_LOCK_CLOCKS``);
-    the outcome is shown with the GPU's facts in every heartbeat. Unlocked again at exit."""
-    import atexit
-
+    """Lock the runner's GPU's SM clock where the operator allows it (``KERNELRANK_RUNNER_LOCK_CLOCKS``,
+    :func:`~kernelrank.runner.host.gpuinfo.lock_runner_clocks`); the outcome is shown with the GPU's facts."""
     from kernelrank.runner.host import gpuinfo
 
-    nvml = gpuinfo.load_nvml()
-    if nvml is None:
-        return {"locked_sm_mhz": None, "lock_error": "NVML unavailable"}
-    handle = gpuinfo.handle_for(nvml, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    outcome = gpuinfo.lock_clocks(nvml, handle, requested_mhz)
-    if outcome.get("locked_sm_mhz"):
-        atexit.register(lambda: nvml.nvmlDeviceResetGpuLockedClocks(handle))
-    _clock_lock.update(outcome)
-    return outcome
+    _clock_lock.update(gpuinfo.lock_runner_clocks(os.environ.get("CUDA_VISIBLE_DEVICES"), requested_mhz))
+    return dict(_clock_lock)
 
 
 @signals.celeryd_after_setup.connect
@@ -514,6 +545,8 @@ def _on_worker_setup(sender: Any = None, instance: Any = None, **_: Any) -> None
                   sorted(instance.app.amqp.queues.consume_from))
         return
     configure(queues[0])
+    if _containment is None:  # started by celery -A directly, not by `kernelrank runner`
+        check_containment()
 
 
 @signals.worker_ready.connect

@@ -12,7 +12,8 @@
 #    default index); with a GPU (nvidia-smi sees one), the default index's CUDA build.
 #    KERNELRANK_TORCH overrides the requirement (default torch==2.13.0); an existing torch is kept.
 #    GPU hosts need nvcc from the CUDA toolkit for CUDA submissions (Dockerfile.gpu has all of it).
-# 3. The package (editable), with the test extras for `test`; then a check that ninja is usable.
+# 3. The package (editable), with the test extras for `test` and on a GPU host the gpu extra; then a
+#    check that ninja is usable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extra="${1:-}"
@@ -71,10 +72,13 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
 fi
 
 # -- 3. the package ------------------------------------------------------------------------------
+# a GPU host also takes the gpu extra (the CUDA driver's bindings the device slots use)
+gpu_extra=""
+if has_gpu; then gpu_extra=",gpu"; fi
 if [ "$extra" = "test" ]; then
-  pip install --quiet -e '.[test]'
+  pip install --quiet -e ".[test$gpu_extra]"
 else
-  pip install --quiet -e .
+  pip install --quiet -e ".${gpu_extra:+[gpu]}"
 fi
 .venv/bin/python - <<'PY'
 import shutil, sys, torch, triton

@@ -3,6 +3,8 @@ reports land through the service layer, and a second delivery changes nothing.""
 
 from __future__ import annotations
 
+from kernelrank.services.runners import Served
+
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ def _submission(mode: str = "test", user_name: str | None = None) -> int:
 
     with session_scope() as s:
         user, _ = users.create_user(s, user_name or f"u{mode}")
-        sub = submissions.create_submission(s, user, "softmax", "cpu", mode, KERNEL, "k.py", {"cpu"}, 1 << 20,
+        sub = submissions.create_submission(s, user, "softmax", "cpu", mode, KERNEL, "k.py", Served(frozenset({"cpu"})), 1 << 20,
                                             lambda job, queue, limit: None)
         return sub.id
 

@@ -4,6 +4,8 @@ vanished runners and lost messages, and ends a job whose runners died on every a
 
 from __future__ import annotations
 
+from kernelrank.services.runners import Served
+
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,7 +46,7 @@ def _submission(name: str = "u", mode: str = "test") -> int:
 
     with session_scope() as s:
         user, _ = users.create_user(s, name)
-        return submissions.create_submission(s, user, "softmax", "cpu", mode, KERNEL, "k.py", {"cpu"}, 1 << 20,
+        return submissions.create_submission(s, user, "softmax", "cpu", mode, KERNEL, "k.py", Served(frozenset({"cpu"})), 1 << 20,
                                              lambda job, queue, limit: None).id
 
 

@@ -69,3 +69,23 @@ def test_ceilings_that_say_nothing_change_nothing(bad) -> None:
     result = {"cases": [{"kind": "benchmark", "index": 0, "spec": {}, "tflops": 1.0, "gbps": 1.0}]}
     assert roofline.attach(result, bad) == {"cases": [{"kind": "benchmark", "index": 0, "spec": {}, "tflops": 1.0,
                                                        "gbps": 1.0}]}
+
+
+def _with_share(bound: str, share: float) -> dict:
+    return {"cases": [{"kind": "benchmark", "index": 2, "spec": {"N": 8, "seed": 5},
+                       "roofline": {"share": share, "bound": bound}}]}
+
+
+def test_the_physics_floor_holds_shares_past_its_margin() -> None:
+    limit = 1 + roofline.FLOOR_MARGIN
+    reason = roofline.beyond_floor(_with_share("compute", limit * 1.01), "cpu")
+    assert reason is not None and reason.startswith(roofline.FLOOR_REASON)
+    assert "benchmark case 2 (N=8)" in reason and "seed" not in reason
+    assert roofline.beyond_floor(_with_share("compute", limit * 0.99), "cpu") is None
+    assert roofline.beyond_floor(_with_share("memory", limit * 0.99), "cuda") is None
+
+
+def test_a_memory_bound_share_counts_only_where_the_cache_is_flushed() -> None:
+    # the CPU keeps a small case's data in cache between calls: beating DRAM's copy is physical there
+    assert roofline.beyond_floor(_with_share("memory", 3.0), "cpu") is None
+    assert roofline.beyond_floor(_with_share("memory", 3.0), "cuda") is not None

@@ -22,7 +22,8 @@ def list_runners(session: SessionDep, settings: SettingsDep) -> RunnersPublic:
     served now or has work waiting."""
     online = {r.name for r in runners.online(session, settings.runner_online_seconds)}
     rows = session.scalars(select(Runner).order_by(Runner.device, Runner.name))
-    queues = {queue: 0 for queue in runners.served_queues(session, settings.runner_online_seconds)}
+    queues = {queue: 0 for queue in runners.served(session, settings.runner_online_seconds,
+                                                   settings.runner_remember_hours).queues}
     queues.update(submissions.queued_counts(session))
     return RunnersPublic(
         runners=[runner_public(r, online=r.name in online) for r in rows],

@@ -144,17 +144,17 @@ def create_submission(user: CurrentUser, new: Annotated[NewSubmission, Depends(p
                       session: SessionDep, settings: SettingsDep, dispatch: DispatchDep,
                       response: Response) -> SubmissionAccepted:
     """Store a kernel and queue its evaluation on the device's runners; poll the returned id."""
-    from kernelrank.services.runners import served_queues
+    from kernelrank.services.runners import served
 
     sub = submissions.create_submission(
         session, user, new.problem, new.device, new.mode, new.raw, new.filename,
-        served_queues(session, settings.runner_online_seconds), settings.max_code_bytes, dispatch,
+        served(session, settings.runner_online_seconds, settings.runner_remember_hours), settings.max_code_bytes, dispatch,
         quota=limits.Limits.from_settings(settings),
     )
     response.headers["Location"] = f"{router.prefix}/{sub.id}"
     log.info("submission accepted", extra={"submission_id": sub.id, "user": user.name, "problem": new.problem,
                                            "device": new.device, "mode": new.mode})
-    return SubmissionAccepted(id=sub.id, status=sub.status)
+    return SubmissionAccepted(id=sub.id, status=sub.status, message=sub.message or "")
 
 
 @router.get("", response_model=list[SubmissionPublic], summary="My submissions",

@@ -33,9 +33,9 @@ def install(app: FastAPI) -> None:
     """Add the pages to ``app``. Call after the app's own exception handlers are registered: page
     requests get an HTML error page, other requests go to the app's handler."""
     from kernelrank.api.web.deps import HERE
-    from kernelrank.api.web.routes import account, admin, public, submissions
+    from kernelrank.api.web.routes import account, admin, competitions, public, submissions
 
-    for router in (public.router, submissions.router, account.router, admin.router):
+    for router in (public.router, submissions.router, account.router, admin.router, competitions.router):
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
 

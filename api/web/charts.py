@@ -52,22 +52,29 @@ def best_score_chart(points: list[tuple[dt.datetime, float]], device: str) -> by
     return chart.render()
 
 
-def case_times_chart(case_labels: list[str], entries: list[tuple[str, list[float | None]]], device: str) -> bytes:
-    """Each benchmark case's mean time for the top entries of one board, as grouped bars, in the
-    time unit that suits the times (:func:`kernelrank.format.time_unit`).
+def case_times_chart(case_labels: list[str], entries: list[tuple[str, list[tuple[float, list[float] | None] | None]]],
+                     device: str) -> bytes:
+    """Each benchmark case's time for the top entries of one board, as grouped bars with their 95%
+    intervals as error bars, in the time unit that suits the times (:func:`kernelrank.format.time_unit`).
+    The time is the one the score is built from: the case's reference time over its paired speedup
+    (``time_ns``, ``time_ci_ns``). Labels are drawn whole (never truncated), rotated to fit.
 
     Args:
-        case_labels: one short label per benchmark case.
-        entries: ``(user, [mean_ns per case, None where unknown])`` for each top entry, by rank.
+        case_labels: one label per benchmark case (``#0 M=4096 N=1024 dtype=float32``).
+        entries: ``(user, [(time_ns, [low_ns, high_ns] or None) per case, None where unknown])`` for
+            each top entry, by rank.
         device: the device queue, for the title.
     """
-    unit, scale = time_unit(t for _, times in entries for t in times)
-    series = [(user, [t / scale if t else None for t in times]) for user, times in entries]
-    values = [v for _, vs in series for v in vs if v]
+    unit, scale = time_unit(v[0] for _, cases in entries for v in cases if v)
+    series = [(user, [None if v is None else
+                      {"value": v[0] / scale, **({"ci": {"low": v[1][0] / scale, "high": v[1][1] / scale}} if v[1] else {})}
+                      for v in cases]) for user, cases in entries]
+    values = [x for _, cases in entries for v in cases if v for x in (v[0], *(v[1] or ())) if x and math.isfinite(x)]
+    values = [x / scale for x in values]
     wide = bool(values) and max(values) / min(values) >= LOG_SCALE_RATIO
     axis = {"logarithmic": True, "range": (min(values) / 2, max(values) * 1.2)} if wide else {}
-    chart = pygal.Bar(title=f"Time per benchmark case on {device}, top entries ({unit})", x_label_rotation=15,
-                      **axis, **_COMMON)
+    chart = pygal.Bar(title=f"Time per benchmark case on {device}, top entries ({unit}, 95% intervals)",
+                      x_label_rotation=20, truncate_label=-1, **axis, **{**_COMMON, "height": 420})
     chart.x_labels = case_labels
     for user, vs in series:
         chart.add(user, vs)

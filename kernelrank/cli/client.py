@@ -263,6 +263,8 @@ def submit_command(
         "--timeout", help="Seconds to wait for the verdict before giving up (exit 1; the job goes on).", min=1)] = 3600.0,
 ) -> None:
     """Send FILE to the server to be judged on PROBLEM, wait for the verdict and show it."""
+    from rich.markup import escape
+
     from kernelrank.cli.render import make_console
 
     try:
@@ -288,6 +290,8 @@ def submit_command(
                 raise ClientError(f"unexpected answer to the submission: {json.dumps(created)[:300]}", 3)
             sub_id = new_id
             err = make_console(stderr=True)
+            if created.get("message") and not as_json:
+                err.print(f"[yellow]note:[/] {escape(str(created['message']))}")
             sub = follow(api, sub_id, timeout, err, None if as_json else (
                 f"submitted {file.name} to {problem} on {device} ({mode}): submission #{sub_id}",
                 f"submission #{sub_id}: queued"))

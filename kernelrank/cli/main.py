@@ -217,12 +217,26 @@ app.add_typer(_users_cmd.users_app, name="users")
 from kernelrank.cli import export_cmd as _export_cmd  # noqa: E402 - imports nothing heavy
 
 _export_cmd.register(app, problems_app)
+from kernelrank.cli import competitions_cmd as _competitions_cmd  # noqa: E402 - imports nothing heavy
+
+_competitions_cmd.register(app)
 
 # Service commands (their heavy imports stay inside the command functions).
 from kernelrank.cli import runner_cmd, serve  # noqa: E402
 
 app.command("runner")(runner_cmd.runner)
 app.command("serve")(serve.serve)
+
+
+@app.command("gpu-check")
+def gpu_check(out: Annotated[Optional[Path], typer.Option(help="The report file (default: gpu-check-<UTC time>.md here).")] = None,
+              ) -> None:
+    """Check, in at most 8 minutes, that this machine's GPU judges right: its facts, the data slots from a
+    sandboxed child, the GPU tests, the self-test, identical-kernel leaderboard runs of GEMM and MLA decode;
+    one report file. Exit 0 passed, 1 a step failed, 3 no GPU here (nothing run)."""
+    from kernelrank.runner.host.gpucheck import main as gpucheck_main
+
+    raise typer.Exit(gpucheck_main(["--out", str(out)] if out else []))
 
 if __name__ == "__main__":
     app()

@@ -23,6 +23,7 @@ _STATUS_STYLE = {
     Verdict.failed: "bold red",
     Verdict.error: "bold red",
     Verdict.timeout: "bold yellow",
+    Verdict.out_of_memory: "bold yellow",
     Verdict.compile_error: "bold magenta",
     Verdict.rejected: "bold red",
 }
@@ -169,25 +170,28 @@ def _ok(c: CaseResult) -> str:
     return "[green]pass[/]" if c.passed else "[red]FAIL[/]"
 
 
-def result_view(r: EvalResult) -> Group:
-    """The result tables, the verdict and, when present, the profile table and logs."""
+def result_view(r: EvalResult, run: str | None = None) -> Group:
+    """The result tables, the verdict and, when present, the profile table and logs. ``run``
+    (``"public"``, ``"secret-seed"``): the result is one run of a submission, whose headline
+    verdict and score are the submission's; its own figures are then labelled as that run's."""
     parts: list[Any] = []
     if any(c.kind == CaseKind.test for c in r.cases):
         parts.append(_tests_table(r))
     if any(c.kind == CaseKind.benchmark for c in r.cases):
         parts.append(_bench_table(r))
     style = _STATUS_STYLE[r.status]
-    parts.append(Text.assemble(("verdict: ", "bold"), (r.status.value, style), f"  ({r.problem}, {r.mode}, "
-                               f"{r.device}, revision {r.revision[:12]})"))
+    parts.append(Text.assemble((f"{run} run: " if run else "verdict: ", "bold"), (r.status.value, style),
+                               f"  ({r.problem}, {r.mode}, {r.device}, revision {r.revision[:12]})"))
+    of = f"this {run} run's " if run else ""
     if r.score_ns is not None:
         ci = r.score_ci_ns
         basis = "the calibrated reference" if r.basis == "calibration" else "this run's reference"
-        parts.append(Text(f"score: {duration(r.score_ns)}"
+        parts.append(Text(f"{of}score: {duration(r.score_ns)}"
                           + (f" (95% interval {interval(ci)})" if ci else "")
                           + f": geometric mean over cases of {basis}'s time over the paired speedup"))
     if r.speedup is not None:
         ci = r.speedup_ci
-        parts.append(Text(f"speedup over the reference: {speedup(r.speedup)}"
+        parts.append(Text(f"{of}speedup over the reference: {speedup(r.speedup)}"
                           + (f" (95% interval {interval(ci, 'speedup')}), timed side by side in this run"
                              if ci else "")))
     line = ceilings_line(r.ceilings) if any(c.roofline for c in r.cases) else None

@@ -169,6 +169,7 @@ def runner(
     if vocab.device_class(chosen) == vocab.DeviceClass.cuda and settings.runner_lock_clocks:  # pragma: no cover - GPU-only
         typer.echo(f"kernelrank runner: clocks {worker.lock_gpu_clocks(settings.runner_lock_sm_clock_mhz)}", err=True)
     testing = settings.runner_self_test and not no_self_test
+    worker.check_containment()  # can it make job cgroups? where not, the problem and its fix are logged once
     # the device queue keeps taking submissions while this runner starts (they wait for it)
     worker.announce_start(worker.configure(chosen), "self-test" if testing else "worker")
     if testing:

@@ -20,9 +20,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, TextIO
+from typing import Annotated, Any, Callable, TextIO
 
 import typer
+
+from kernelrank.vocab import CPU_QUEUE
 
 #: Seconds a child is given to stop after its stop signal, before it is killed.
 GRACE_SECONDS = 10.0
@@ -176,9 +178,12 @@ def children(host: str, port: int, logs: Path) -> list[Child]:
     ]
 
 
-def supervise(procs: list[Child], env: dict[str, str], say: Any) -> int:
-    """Start ``procs`` and watch them until a stop signal (returns 0) or one of them exits (1)."""
+def supervise(procs: list[Child], env: dict[str, str], say: Any, ready: Callable[[], str | None] | None = None) -> int:
+    """Start ``procs`` and watch them until a stop signal (returns 0) or one of them exits (1);
+    ``ready`` (polled every :data:`READY_POLL_S` until it answers) says when the service takes
+    jobs: its answer is said once."""
     stopping: list[int] = []
+    started, polled = time.monotonic(), 0.0
 
     def on_signal(signum: int, _frame: Any) -> None:
         stopping.append(signum)
@@ -201,6 +206,12 @@ def supervise(procs: list[Child], env: dict[str, str], say: Any) -> int:
                 break
             if subreaper:  # an adopted process lost its judge: nothing will ever ask it for anything
                 _reap_adopted({c.proc.pid for c in procs if c.proc is not None}, kill=True)
+            if ready is not None and time.monotonic() - polled >= READY_POLL_S:
+                polled = time.monotonic()
+                answer = _poll(ready)
+                if answer:
+                    say(f"serve: ready: {answer} ({polled - started:.0f} s after start)")
+                    ready = None
             time.sleep(0.5)
         else:
             say(f"serve: {signal.Signals(stopping[0]).name}: stopping")
@@ -217,6 +228,31 @@ def supervise(procs: list[Child], env: dict[str, str], say: Any) -> int:
         for s, handler in previous.items():
             signal.signal(s, handler)
     return status
+
+
+#: Seconds between asks of whether the service's runner takes jobs yet.
+READY_POLL_S = 1.0
+
+
+def _poll(ready: Callable[[], str | None]) -> str | None:
+    try:
+        return ready()
+    except Exception:  # noqa: BLE001 - the database may not answer yet: asked again
+        return None
+
+
+def runner_ready(online_within_s: float) -> str | None:
+    """``"runner NAME takes cpu jobs"`` once a CPU runner is online and past its start-up (its
+    heartbeat no longer says ``starting``), else ``None``."""
+    from kernelrank.db.session import session_scope
+    from kernelrank.services import runners
+
+    with session_scope() as session:
+        for r in runners.online(session, online_within_s):
+            state = str((r.info or {}).get("state", "")) if isinstance(r.info, dict) else ""
+            if r.device == CPU_QUEUE and not state.startswith("starting"):
+                return f"runner {r.name} takes {CPU_QUEUE} jobs"
+    return None
 
 
 def serve(
@@ -262,4 +298,7 @@ def serve(
         return
     say(f"serve: data in {data_dir}; {broker_description(settings.resolved_broker_url(), str(settings.broker_folder))}")
     say(f"serve: API on http://{host}:{port} (docs at /docs); logs in {logs}")
-    raise typer.Exit(supervise(children(host, port, logs), env, say))
+    say("serve: starting the API, the control worker and a CPU runner (submissions made before the runner is "
+        "ready wait in its queue)")
+    raise typer.Exit(supervise(children(host, port, logs), env, say,
+                               ready=lambda: runner_ready(settings.runner_online_seconds)))

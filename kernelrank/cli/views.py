@@ -69,7 +69,7 @@ def submission_view(sub: dict[str, Any]) -> Any:
     parts: list[Any] = []
     public = _run_of(sub, vocab.RunKind.public)
     if public and isinstance(public.get("result"), dict):
-        parts.append(result_view(eval_result(public["result"])))
+        parts.append(result_view(eval_result(public["result"]), run="public"))
     if sub.get("mode") == vocab.Mode.leaderboard:
         secret = _run_of(sub, vocab.RunKind.secret)
         if secret is None:
@@ -117,7 +117,8 @@ def _speedup_text(speedup: Any, ci: Any, label: str) -> str:
 
 def status_style(status: Any) -> str:
     S = vocab.SubmissionStatus
-    return {S.passed: "bold green", S.timeout: "bold yellow", S.compile_error: "bold magenta",
+    return {S.passed: "bold green", S.timeout: "bold yellow", S.out_of_memory: "bold yellow",
+            S.compile_error: "bold magenta",
             S.queued: "cyan", S.running: "cyan", S.cancelled: "yellow"}.get(str(status), "bold red")
 
 
@@ -135,7 +136,8 @@ def leaderboard_table(board: dict[str, Any]) -> Any:
                       Column("95% interval", figure=True), Column("speedup", figure=True), Column("language"),
                       Column("submitted", figure=True)],
                      title=f"{board.get('problem')} · {board.get('device')} · revision {rev}",
-                     caption="= tied: its 95% interval overlaps the one above")
+                     caption=("= tied: its 95% interval overlaps the one above"
+                              if any(r.get("tied") for r in board.get("rows") or []) else None))
     for row in board.get("rows") or []:
         review = " [yellow](under review)[/]" if row.get("needs_review") else ""
         ci = row.get("score_ci_ns")
@@ -210,9 +212,7 @@ class Progress:
         for case in progress.get("cases") or []:
             if isinstance(case, dict):
                 self._case(self._label(str(progress.get("run", vocab.RunKind.public.value)), sub.get("attempt"), first), case)
-        if state in vocab.FINAL_STATUSES and ("status", state) not in self.seen:
-            self.seen.add(("status", state))
-            self.console.print(f"  verdict: [{status_style(state)}]{state}[/]")
+        # no verdict line here: the submission's view that follows states it, once
 
     @staticmethod
     def _label(kind: str, attempt: Any, first: Any) -> str:

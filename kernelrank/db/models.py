@@ -335,3 +335,93 @@ class RunSamples(Base):
 
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True)
     cases: Mapped[list[Any]] = mapped_column(JSON)
+
+
+class Competition(Base):
+    """A competition over boards (:class:`CompetitionBoard`) between ``starts_at`` and ``ends_at``:
+    the ranked entries submitted in that window count (and the late ones an admin accepted,
+    :class:`LateEntry`). ``finalized_at``: an admin finalized it (the window closed, the top
+    ``final_top`` entries of each board sent to be judged again: :class:`Rejudging`);
+    ``final_at``: every re-judging has its verdict. ``final_seed`` is the re-judging's secret seed,
+    drawn at finalize; it never leaves the server except in the runners' job messages."""
+
+    __tablename__ = "competitions"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    title: Mapped[str] = mapped_column(String(200))
+    starts_at: Mapped[dt.datetime] = mapped_column()
+    ends_at: Mapped[dt.datetime] = mapped_column()
+    final_top: Mapped[int] = mapped_column(Integer)
+    created_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), default=None)
+    created_at: Mapped[dt.datetime] = mapped_column(default=utcnow, server_default=func.now())
+    finalized_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    final_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    final_seed: Mapped[int | None] = mapped_column(BigInteger, default=None)
+
+    boards: Mapped[list["CompetitionBoard"]] = relationship(order_by="CompetitionBoard.id",
+                                                            cascade="all, delete-orphan")
+
+
+class CompetitionBoard(Base):
+    """One board of a competition: a problem revision (the current one when the competition was
+    created) on one device queue."""
+
+    __tablename__ = "competition_boards"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    competition_id: Mapped[int] = mapped_column(ForeignKey("competitions.id", ondelete="CASCADE"))
+    problem_revision_id: Mapped[int] = mapped_column(ForeignKey("problem_revisions.id", ondelete="CASCADE"))
+    device: Mapped[str] = mapped_column(String(64))
+
+    problem_revision: Mapped[ProblemRevision] = relationship()
+
+    __table_args__ = (UniqueConstraint("competition_id", "problem_revision_id", "device",
+                                       name="uq_competition_boards_board"),)
+
+
+class LateEntry(Base):
+    """A submission made after a competition's end that an admin accepted into it."""
+
+    __tablename__ = "competition_late_entries"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    competition_id: Mapped[int] = mapped_column(ForeignKey("competitions.id", ondelete="CASCADE"))
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    accepted_by_id: Mapped[int | None] = mapped_column(ForeignKey("users.id", ondelete="SET NULL"), default=None)
+    accepted_at: Mapped[dt.datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (UniqueConstraint("competition_id", "submission_id", name="uq_competition_late_entries"),)
+
+
+class Rejudging(Base):
+    """A competition entry judged again at finalize: a job of the entry's code on its board's device
+    queue, with the competition's ``final_seed`` (its message's ``attempt`` is minus this row's id,
+    which routes the runner's reports here, not to the submission). ``place_before`` and
+    ``score_before_ns``: the entry's place and score in the window's standings; ``results``: the
+    runner's result per run kind; ``status``: ``queued``, ``running`` or the verdict; the final
+    score (ns) and its 95% interval once passed."""
+
+    __tablename__ = "competition_rejudgings"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    competition_id: Mapped[int] = mapped_column(ForeignKey("competitions.id", ondelete="CASCADE"), index=True)
+    board_id: Mapped[int] = mapped_column(ForeignKey("competition_boards.id", ondelete="CASCADE"))
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"))
+    place_before: Mapped[int] = mapped_column(Integer)
+    score_before_ns: Mapped[float] = mapped_column(Float)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    message: Mapped[str] = mapped_column(Text, default="")
+    results: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    final_score_ns: Mapped[float | None] = mapped_column(Float, default=None)
+    final_score_low_ns: Mapped[float | None] = mapped_column(Float, default=None)
+    final_score_high_ns: Mapped[float | None] = mapped_column(Float, default=None)
+    runner: Mapped[str | None] = mapped_column(String(255), default=None)
+    starts: Mapped[int] = mapped_column(Integer, default=0)
+    dispatched_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+
+    submission: Mapped[Submission] = relationship()
+    board: Mapped[CompetitionBoard] = relationship()
+
+    __table_args__ = (UniqueConstraint("board_id", "submission_id", name="uq_competition_rejudgings_entry"),)

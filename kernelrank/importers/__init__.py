@@ -2,7 +2,8 @@
 
 ``kernelrank problems import gpumode DIR --name NAME`` and ``... kernelbench FILE --name NAME``
 call :func:`import_gpumode` and :func:`import_kernelbench`; each writes into the configured problem
-folders and returns an :class:`ImportReport` of what it derived and assumed.
+folders and returns an :class:`ImportReport` of what it derived and assumed. Given a folder of
+problems, the command calls :func:`~kernelrank.importers.batch.import_tree`: one row per source.
 """
 
 from kernelrank.importers.common import CPU_INPUT_BYTES, ImportReport, ProblemImportError

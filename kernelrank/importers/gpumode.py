@@ -22,8 +22,10 @@ from typing import Any
 import yaml
 
 from kernelrank.importers.common import (
-    CASE_TIMING, CPU_INPUT_BYTES, FLOAT_DTYPES, ImportReport, ProblemImportError, check_name, check_on_cpu,
-    fit_cases, rewrite_devices, tensor_bytes, write_problem,
+    CASE_TIMING, COARSE_GRANULARITY, CPU_INPUT_BYTES, FLOAT_DTYPES, MAX_GRANULARITY, TEST_INPUT_BYTES, ImportReport,
+    ProblemImportError, ScalingError, check_name,
+    cpu_unsupported, describe_error, fit_case, fit_cases, make_cuda_only, memoized, refuse_non_tensor,
+    rewrite_devices, tensor_bytes, write_and_check,
 )
 from kernelrank.problems import Budgets
 
@@ -236,26 +238,19 @@ def import_gpumode(folder: Path, name: str, *, cpu_input_bytes: int = CPU_INPUT_
     if warning:
         report.assumed.append(warning)
 
+    if not any(isinstance(n, ast.FunctionDef) and n.name == "generate_input" for n in ast.parse(originals["reference"]).body):
+        raise ProblemImportError(f"{paths['reference']}: no generate_input function (GPU MODE's interface is "
+                                 "generate_input(**case) and ref_kernel(data))")
     tests = [dict(c) for c in task["tests"]]
     cuda = [dict(c) for c in task["benchmarks"]]
     if any(not isinstance(c, dict) or "seed" not in c for c in tests + cuda):
         raise ProblemImportError(f"{task_path}: every test and benchmark needs a seed")
 
+    _refuse_unsupplied_arguments(originals["reference"], tests + cuda, task_path)
     reference = _REFERENCE.format(name=name, source=str(folder), files=", ".join(f"{n}.py" for n in sources),
                                   rewrites=rewrites, sources="{\n" + "".join(f"    {n!r}: {t!r},\n" for n, t in sources.items()) + "}",
                                   tolerance_note=f"rtol={rtol:g}, atol={atol:g}")
-    ref_module = _probe_module(reference, name)
-
-    def input_bytes(params: dict[str, Any]) -> int:
-        return tensor_bytes(ref_module.generate_input(device="cpu", **params))
-
-    cpu, scaled_n = fit_cases(cuda, input_bytes, cpu_input_bytes)
-    report.derived.append(f"benchmarks: cuda {len(cuda)} as the source has them; cpu {len(cpu)} "
-                          f"({scaled_n} scaled down to at most {cpu_input_bytes / 2**20:g} MiB of inputs, duplicates dropped)")
-    tests_fit, tests_scaled = fit_cases(tests, input_bytes, cpu_input_bytes)
-    if tests_scaled:
-        report.derived.append(f"tests: {tests_scaled} of {len(tests)} scaled down to the CPU input budget (they run on both devices)")
-    report.derived.append(f"tests: {len(tests_fit)} from the source")
+    cpu, tests_fit, check = _cpu_cases(report, reference, tests, cuda, cpu_input_bytes)
 
     budgets = Budgets()
     timeouts = {"test": task.get("test_timeout"), "benchmark": task.get("benchmark_timeout"),
@@ -284,19 +279,95 @@ def import_gpumode(folder: Path, name: str, *, cpu_input_bytes: int = CPU_INPUT_
         "budgets": {"compile": budgets.compile, **budget, "profile": budgets.profile},
         "timing": CASE_TIMING,
     }
+    if report.cuda_only:
+        make_cuda_only(report, definition, report.cuda_only)
     files = _solutions(folder, task, report)
-    write_problem(report, definition, reference, files, force)
-    check_on_cpu(report)
+    write_and_check(report, definition, reference, files, force, check)
     return report
 
 
-def _probe_module(reference: str, name: str) -> Any:
+def _first_check(ref_module: Any, test: dict[str, Any], input_bytes: Any) -> tuple[dict[str, Any], int]:
+    """``(case, granularity)``: the first test scaled to :data:`TEST_INPUT_BYTES`, on which the
+    reference runs on the CPU and returns a tensor; sizes keep multiples of 16, else of 256 when
+    the reference fails at the finer ones. Run before the other cases are sized, so that a
+    reference KernelRank cannot check is refused at once.
+
+    Raises:
+        ScalingError: the reference fails at both scalings of a case it was given scaled.
+        ProblemImportError: its output is not a tensor.
+        Exception: what the reference raised on the source's own, unscaled case.
+    """
+    first: Exception | None = None
+    for granularity in (MAX_GRANULARITY, COARSE_GRANULARITY):
+        check, _ = fit_case(test, input_bytes, TEST_INPUT_BYTES, granularity)
+        try:
+            out = ref_module.ref_kernel(ref_module.generate_input(device="cpu", **check))
+        except Exception as e:  # noqa: BLE001 - judged below
+            if cpu_unsupported(e) or check == test:
+                raise
+            first = first or e
+            continue
+        refuse_non_tensor(out)
+        return check, granularity
+    raise ScalingError(f"scaling breaks the reference: the test case {test} scaled to "
+                       f"{TEST_INPUT_BYTES // 2**20} MiB of inputs ({check}) fails: {describe_error(first)}; "
+                       "the source's own sizes were not run on the CPU")
+
+
+def _refuse_unsupplied_arguments(reference: str, cases: list[dict[str, Any]], task_path: Path) -> None:
+    """Refuse a ``generate_input`` with parameters no case supplies (GPU MODE's distributed
+    problems take a ``rank``: one process per GPU, which KernelRank does not run)."""
+    for node in ast.parse(reference).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "generate_input":
+            args = node.args.posonlyargs + node.args.args
+            required = [a.arg for a in args[:len(args) - len(node.args.defaults)]]
+            required += [a.arg for a, d in zip(node.args.kwonlyargs, node.args.kw_defaults) if d is None]
+            missing = sorted({a for a in required for c in cases if a not in c})
+            if missing:
+                kind = " (a distributed problem: one process per GPU, which KernelRank does not run)" \
+                    if {"rank", "world_size"} & set(missing) else ""
+                raise ProblemImportError(f"{task_path}: generate_input needs {', '.join(missing)}, which the "
+                                         f"cases do not give{kind}")
+
+
+def _cpu_cases(report: ImportReport, reference: str, tests: list[dict[str, Any]], cuda: list[dict[str, Any]],
+               budget: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None]:
+    """``(cpu benchmarks, tests, the case the CPU check runs)``: the source's cases scaled to
+    ``budget`` (the check's to :data:`TEST_INPUT_BYTES`, so a heavy reference stays quick). A source
+    that cannot run on the CPU for want of a GPU or a package sets ``report.cuda_only`` and keeps
+    its tests as they are.
+
+    Raises:
+        ProblemImportError: the reference fails on the CPU for another reason, or scaling fails.
+    """
     from kernelrank.problems import load_reference_module
 
     try:
-        return load_reference_module(reference, name, f"<import {name}>")
-    except Exception as e:  # noqa: BLE001 - the source's code failing at import is the report
-        raise ProblemImportError(f"the source's reference does not load: {type(e).__name__}: {e}") from None
+        ref_module = load_reference_module(reference, report.name, f"<import {report.name}>")
+
+        @memoized
+        def input_bytes(params: dict[str, Any]) -> int:
+            return tensor_bytes(ref_module.generate_input(device="cpu", **params))
+
+        check, granularity = _first_check(ref_module, tests[0], input_bytes)
+        cpu, scaled_n = fit_cases(cuda, input_bytes, budget, granularity)
+        tests_fit, tests_scaled = fit_cases(tests, input_bytes, budget, granularity)
+    except ProblemImportError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the source's code failing is the report
+        report.cuda_only = cpu_unsupported(e)
+        if report.cuda_only is None:
+            raise ProblemImportError(f"the source's reference fails on the CPU: {describe_error(e)}") from None
+        report.derived.append(f"benchmarks: cuda {len(cuda)} as the source has them; cpu none")
+        report.derived.append(f"tests: {len(tests)} from the source, unscaled (they run on CUDA only)")
+        return [], tests, None
+    report.derived.append(f"benchmarks: cuda {len(cuda)} as the source has them; cpu {len(cpu)} "
+                          f"({scaled_n} scaled down to at most {budget / 2**20:g} MiB of inputs, duplicates dropped)")
+    if tests_scaled:
+        report.derived.append(f"tests: {tests_scaled} of {len(tests)} scaled down to the CPU input budget "
+                              "(they run on both devices)")
+    report.derived.append(f"tests: {len(tests_fit)} from the source")
+    return cpu, tests_fit, check
 
 
 def _solutions(folder: Path, task: dict[str, Any], report: ImportReport) -> dict[str, str]:

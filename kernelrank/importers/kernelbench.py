@@ -23,7 +23,7 @@ from typing import Any
 
 from kernelrank.importers.common import (
     CASE_TIMING, CPU_INPUT_BYTES, FLOAT_DTYPES, MIN_SIZE_PARAM, TEST_INPUT_BYTES, ImportReport, ProblemImportError,
-    check_name, check_on_cpu, fit_case, tensor_bytes, write_problem,
+    ReferenceFailure, ScalingError, check_name, describe_error, fit_case, tensor_bytes, write_and_check,
 )
 from kernelrank.problems import Budgets
 
@@ -42,6 +42,9 @@ import torch
 SOURCE = {source}
 #: the module-level integer constants of the source: each case sets them
 SIZE_NAMES = {sizes}
+#: module-level statements computed from the size constants (``bias_shape = (out_channels, 1, 1)``):
+#: re-run after the sizes are set, so they follow a scaled case
+DERIVED = {derived}
 INIT_SEED = {init_seed}
 
 _NS = {{"__name__": "kernelbench_problem"}}
@@ -60,6 +63,15 @@ def _device(inputs):
     return next((x.device for x in inputs if isinstance(x, torch.Tensor)), torch.device("cpu"))
 
 
+def _no_dropout(model):
+    """Dropout layers in eval mode (the identity), the rest as built: a judge compares outputs, and
+    random masks have none to compare; batch norms keep KernelBench's training-mode statistics."""
+    for m in model.modules():
+        if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+            m.eval()
+    return model
+
+
 def _build(cls, init, device):
     key = (cls.__name__, repr(init), str(device))
     model = _MODELS.get(key)
@@ -67,7 +79,7 @@ def _build(cls, init, device):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(INIT_SEED)
             model = cls(*init)
-        model = model.to(device)
+        model = _no_dropout(model.to(device))
         _MODELS[key] = model
     return model
 '''
@@ -86,6 +98,8 @@ def _set_sizes(params):
     for k in SIZE_NAMES:
         if k in params:
             _NS[k] = params[k]
+    for statement in DERIVED:
+        exec(statement, _NS)
 
 
 def generate_input(*, seed: int, device: str = "cpu", **params):
@@ -98,7 +112,10 @@ def generate_input(*, seed: int, device: str = "cpu", **params):
             inputs = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in _NS["get_inputs"]()]
     init = list(_NS["get_init_inputs"]())
     if dev.type == "meta":  # sizes only (the import's scaling): a model of no memory, not cached
-        with dev:
+        try:
+            with dev:
+                model = _NS["Model"](*init)
+        except Exception:  # a constructor that reads values (.item()): built on the CPU
             model = _NS["Model"](*init)
     else:
         model = _build(_NS["Model"], init, dev)
@@ -155,6 +172,9 @@ def adapt(module):
                 torch.manual_seed(INIT_SEED)
                 model = cls(*init)
             model = model.to(device)
+            for m in model.modules():  # as the reference: dropout is the identity
+                if isinstance(m, torch.nn.modules.dropout._DropoutNd):
+                    m.eval()
             _MODELS[key] = model
         with torch.no_grad():
             return model(*inputs)
@@ -163,17 +183,31 @@ def adapt(module):
 '''
 
 
-def _constants(source: str, namespace: dict[str, Any]) -> dict[str, int]:
-    """The module-level ``NAME = <int>`` constants, in source order, with their values."""
-    out: dict[str, int] = {}
+def _constants(source: str, namespace: dict[str, Any]) -> tuple[dict[str, int], list[str]]:
+    """``(sizes, derived)``: the module-level integer constants set from literals (``batch_size =
+    4096``), in source order, with their values; and the source of each module-level assignment
+    computed from them (``bias_shape = (out_channels, 1, 1)``, ``dim = hidden // heads``), in source
+    order, to re-run when a case sets the sizes."""
+    sizes: dict[str, int] = {}
+    derived: list[str] = []
+    depends: set[str] = set()
     for node in ast.parse(source).body:
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            for t in targets:
-                v = namespace.get(getattr(t, "id", ""))
-                if isinstance(t, ast.Name) and isinstance(v, int) and not isinstance(v, bool):
-                    out[t.id] = v
-    return out
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        used = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+        if used & (set(sizes) | depends):
+            derived.append(ast.unparse(node))
+            depends |= names
+            for n in names:
+                sizes.pop(n, None)
+            continue
+        for t in targets:
+            v = namespace.get(getattr(t, "id", ""))
+            if isinstance(t, ast.Name) and isinstance(v, int) and not isinstance(v, bool):
+                sizes[t.id] = v
+    return sizes, derived
 
 
 def import_kernelbench(file: Path, name: str, *, cpu_input_bytes: int = CPU_INPUT_BYTES,
@@ -194,8 +228,6 @@ def import_kernelbench(file: Path, name: str, *, cpu_input_bytes: int = CPU_INPU
         ProblemImportError: an unreadable or incomplete file, an existing problem without
             ``force``, or a reference that fails on the CPU.
     """
-    import torch
-
     check_name(name)
     try:
         source = file.read_text(encoding="utf-8")
@@ -204,12 +236,15 @@ def import_kernelbench(file: Path, name: str, *, cpu_input_bytes: int = CPU_INPU
     namespace: dict[str, Any] = {"__name__": "kernelbench_problem"}
     try:
         exec(compile(source, str(file), "exec"), namespace)  # noqa: S102 - the admin's chosen source
+    except ImportError as e:
+        raise ProblemImportError(f"{file}: needs the package {e.name or str(e)!r}, not installed where the import "
+                                 "runs (install it, then import again)") from None
     except Exception as e:  # noqa: BLE001 - the source failing is the report
-        raise ProblemImportError(f"{file}: does not run: {type(e).__name__}: {e}") from None
+        raise ProblemImportError(f"{file}: does not run: {describe_error(e)}") from None
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in namespace]
     if missing:
         raise ProblemImportError(f"{file}: not a KernelBench problem file: no {', '.join(missing)}")
-    sizes = _constants(source, namespace)
+    sizes, derived = _constants(source, namespace)
     clash = {"seed", "device"} & set(sizes)
     if clash:
         raise ProblemImportError(f"{file}: constants named {sorted(clash)} clash with KernelRank's case keys")
@@ -219,8 +254,20 @@ def import_kernelbench(file: Path, name: str, *, cpu_input_bytes: int = CPU_INPU
     report.derived.append(f"sizes scaled for CPU and test cases: those >= {MIN_SIZE_PARAM} "
                           f"({', '.join(k for k, v in sizes.items() if v >= MIN_SIZE_PARAM) or 'none'})")
 
-    shared = _SHARED.format(source=repr(source), sizes=repr(tuple(sizes)), init_seed=INIT_SEED, filename=file.name)
-    model = namespace["Model"](*namespace["get_init_inputs"]())
+    if derived:
+        report.derived.append("recomputed from the sizes in every case: " + "; ".join(derived))
+    shared = _SHARED.format(source=repr(source), sizes=repr(tuple(sizes)), derived=repr(tuple(derived)),
+                            init_seed=INIT_SEED, filename=file.name)
+    import torch
+
+    try:
+        try:
+            with torch.device("meta"):  # parameter names only: no memory for the source's full-size weights
+                model = namespace["Model"](*namespace["get_init_inputs"]())
+        except Exception:  # noqa: BLE001 - a constructor that reads values (.item()) needs real tensors
+            model = namespace["Model"](*namespace["get_init_inputs"]())
+    except Exception as e:  # noqa: BLE001 - the source failing is the report
+        raise ProblemImportError(f"{file}: Model(*get_init_inputs()) fails: {describe_error(e)}") from None
     has_state = bool(list(model.state_dict()))
     has_init = bool(list(namespace["get_init_inputs"]()))
     extra_note = (", followed by a dict ``{'init_inputs': [...], 'init_seed': INIT_SEED, 'state': {name: tensor}}`` "
@@ -236,12 +283,11 @@ def import_kernelbench(file: Path, name: str, *, cpu_input_bytes: int = CPU_INPU
         return tensor_bytes(ref.generate_input(device="meta", **params))
 
     base = dict(sizes, seed=BENCH_SEED)
-    source_bytes = input_bytes(base)
-    cpu_case, cpu_bytes = fit_case(base, input_bytes, cpu_input_bytes)
-    test1, _ = fit_case(dict(sizes, seed=1), input_bytes, TEST_INPUT_BYTES)
-    test2, _ = fit_case(dict(sizes, seed=2), input_bytes, TEST_INPUT_BYTES // 16)
-    same = {k: v for k, v in test1.items() if k != "seed"} == {k: v for k, v in test2.items() if k != "seed"}
-    tests = [test1, dict(test1, seed=2) if same else test2]
+    try:
+        source_bytes = input_bytes(base)
+    except Exception as e:  # noqa: BLE001 - the source failing is the report
+        raise ProblemImportError(f"{file}: get_inputs() fails at the source's sizes: {describe_error(e)}") from None
+    cpu_case, cpu_bytes, tests = _fit(sizes, input_bytes, cpu_input_bytes, None)
     report.derived.append(f"benchmarks: cuda 1 case at the source's sizes ({source_bytes / 2**20:.1f} MiB of inputs); "
                           f"cpu 1 case scaled to {cpu_bytes / 2**20:.2f} MiB (budget {cpu_input_bytes / 2**20:g} MiB): "
                           + ", ".join(f"{k}={cpu_case[k]}" for k in sizes))
@@ -277,6 +323,73 @@ def import_kernelbench(file: Path, name: str, *, cpu_input_bytes: int = CPU_INPU
     }
     # the source with Model renamed ModelNew: a correct starting point in KernelBench's convention
     template = re.sub(r"\bModel\b", "ModelNew", source)
-    write_problem(report, definition, reference, {"templates/modelnew.py": template}, force)
-    check_on_cpu(report)
+    files = {"templates/modelnew.py": template}
+    try:
+        write_and_check(report, definition, reference, files, force, None)
+    except ReferenceFailure as e:
+        if {k: v for k, v in tests[0].items() if k != "seed"} == sizes:
+            raise
+        # sizes equal by coincidence (LayerNorm(out_channels) over the last dim, a model's fixed
+        # image size): scale the batch only
+        batch = next((k for k in sizes if "batch" in k), next(iter(sizes)))
+        try:
+            cpu_case, cpu_bytes, tests = _fit(sizes, input_bytes, cpu_input_bytes, batch)
+        except Exception:  # noqa: BLE001 - no batch-only case: the first failure is the report
+            raise e from None
+        definition["tests"], definition["benchmarks"]["cpu"] = tests, [cpu_case]
+        report.written.clear()
+        try:
+            write_and_check(report, definition, reference, files, force, None)
+        except ReferenceFailure:
+            if not _runs_on_meta(ref, sizes):
+                raise e from None
+            raise ScalingError(f"scaling breaks the reference: it runs at the source's sizes (checked on the meta "
+                               f"device) but fails at the scaled test sizes, all scaled and the batch alone "
+                               f"({batch}={tests[0][batch]}): {describe_error(e.cause)}") from None
+        report.assumed.append(f"scaling all sizes broke the reference ({describe_error(e.cause)}): CPU and test cases "
+                              f"scale {batch} alone (cpu {batch}={cpu_case[batch]}, {cpu_bytes / 2**20:.2f} MiB)")
     return report
+
+
+def _fit(sizes: dict[str, int], input_bytes: Any, cpu_budget: int,
+         alone: str | None) -> tuple[dict[str, Any], int, list[dict[str, Any]]]:
+    """``(cpu case, its input bytes, tests)``: the source's sizes scaled to ``cpu_budget`` (tests
+    to :data:`TEST_INPUT_BYTES` and a sixteenth of it, seeds 1 and 2); all sizes of
+    :data:`MIN_SIZE_PARAM` or more by one factor, or (``alone``) that size only, halved down to 1.
+
+    Raises:
+        ScalingError: no scaled copy of the case runs (all sizes scaled).
+        Exception: what ``input_bytes`` raises (``alone``).
+    """
+    def fit(seed: int, budget: int) -> tuple[dict[str, Any], int]:
+        if alone is None:
+            return fit_case(dict(sizes, seed=seed), input_bytes, budget)
+        b = sizes[alone]
+        while True:  # halved until the inputs fit, down to 1
+            case = dict(sizes, seed=seed)
+            case[alone] = b
+            n = input_bytes(case)
+            if n <= budget or b == 1:
+                return case, n
+            b = max(1, b // 2)
+
+    cpu_case, cpu_bytes = fit(BENCH_SEED, cpu_budget)
+    test1, _ = fit(1, TEST_INPUT_BYTES)
+    test2, _ = fit(2, TEST_INPUT_BYTES // 16)
+    same = {k: v for k, v in test1.items() if k != "seed"} == {k: v for k, v in test2.items() if k != "seed"}
+    return cpu_case, cpu_bytes, [test1, dict(test1, seed=2) if same else test2]
+
+
+def _runs_on_meta(ref: Any, sizes: dict[str, int]) -> bool:
+    """Whether the source's ``Model`` runs on its inputs at ``sizes`` on the meta device (shapes
+    only: no memory, no arithmetic), to tell a failure of scaling from one of the source."""
+    import torch
+
+    try:
+        ref._set_sizes(sizes)
+        ns = ref._NS
+        with torch.device("meta"), torch.no_grad():
+            ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())
+        return True
+    except Exception:  # noqa: BLE001 - any failure: not known to run
+        return False

@@ -71,6 +71,20 @@ def board_spread(session: Session, revision_id: int, device_queue: str, exclude_
     return stats.pooled_spread((float(t), 1) for t in session.scalars(query))
 
 
+def rebase_note(session: Session, sub: Submission) -> str:
+    """What a ranked submission's page says about re-basing: while its board's calibration is
+    provisional (fewer than :data:`CALIBRATION_RUNS` runs), each new run may re-base every ranked
+    score of the board (its speedup does not move); empty once final or where not ranked."""
+    if not sub.ranked:
+        return ""
+    cal = get(session, sub.problem_revision_id, sub.device)
+    if cal is None or cal.final:
+        return ""
+    return (f"provisional: this board's calibration (the reference's time on this device, which scores are based "
+            f"on) has {cal.runs} of its {CALIBRATION_RUNS} runs, so ranked scores are re-based as runs arrive; "
+            "the speedup does not change")
+
+
 def get(session: Session, revision_id: int, device_queue: str) -> Calibration | None:
     """The board's calibration, if any run contributed yet."""
     return session.scalar(select(Calibration).where(Calibration.problem_revision_id == revision_id,

@@ -40,7 +40,10 @@ def time_limit(spec: ProblemSpec) -> float:
 
 def check_reference(spec: ProblemSpec) -> str | None:
     """``None`` when ``spec``'s reference passes every test case on the CPU, else why not
-    (the harness's verdict and message, or a time-out). Never raises for what the reference does."""
+    (the harness's verdict and message, or a time-out). Never raises for what the reference does.
+    A CUDA-only problem (``definition.cuda_only``) is not run here: its reference needs a GPU."""
+    if spec.definition.cuda_only:
+        return None
     limit = time_limit(spec)
     proc = subprocess.Popen([sys.executable, "-m", "kernelrank.services.reference_check"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,

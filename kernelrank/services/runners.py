@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from kernelrank.db.models import Runner, utcnow
+from kernelrank.db.models import Runner, as_utc, utcnow
 
 
 def heartbeat(session: Session, name: str, device_queue: str, info: dict[str, Any], version: str, jobs_done: int = 0,
@@ -48,3 +49,29 @@ def ceilings_of(session: Session, name: str | None) -> dict[str, Any] | None:
 def served_queues(session: Session, within_s: float) -> set[str]:
     """Device queues with at least one online runner."""
     return {r.device for r in online(session, within_s)}
+
+
+@dataclass(frozen=True)
+class Served:
+    """The device queues that take submissions: ``online`` (a runner online now) and ``waiting``
+    (none online, the last seen at the time given, UTC, within the remembered hours: jobs wait)."""
+
+    online: frozenset[str]
+    waiting: dict[str, dt.datetime] = field(default_factory=dict)
+
+    def takes(self, queue: str) -> bool:
+        return queue in self.online or queue in self.waiting
+
+    @property
+    def queues(self) -> set[str]:
+        return set(self.online) | set(self.waiting)
+
+
+def served(session: Session, online_within_s: float, remember_hours: float) -> Served:
+    """:class:`Served` now: queues with an online runner, and queues whose last runner's last
+    heartbeat is at most ``remember_hours`` old."""
+    now_online = frozenset(served_queues(session, online_within_s))
+    since = utcnow() - dt.timedelta(hours=remember_hours)
+    rows = session.execute(select(Runner.device, func.max(Runner.last_heartbeat))
+                           .where(Runner.last_heartbeat >= since).group_by(Runner.device)).all()
+    return Served(now_online, {q: as_utc(seen) for q, seen in rows if q not in now_online and seen is not None})

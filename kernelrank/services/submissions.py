@@ -39,14 +39,15 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from kernelrank import judgement
+from kernelrank import format as fmt, judgement
 from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.judgement import RunRecord
 from kernelrank.queue import job_time_limit
+from kernelrank.roofline import FLOOR_REASON
 from kernelrank.runner.stats import Interval
-from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, bundles, calibration, limits
+from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, bundles, calibration, limits, runners
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
-from kernelrank.vocab import (FINAL_STATUSES, RUN_KINDS, VERDICTS, CaseKind, Mode, RunKind, SubmissionStatus, Verdict,
+from kernelrank.vocab import (FINAL_STATUSES, RUN_KINDS, VERDICTS, CaseKind, DeviceClass, Mode, RunKind, SubmissionStatus, Verdict,
                               device_class, parse_mode, run_kinds)
 
 LOG_LIMIT = 256 * 1024
@@ -82,7 +83,7 @@ def validate_code(raw: bytes, limit: int) -> str:
 
 
 def create_submission(session: Session, user: User, problem: str, device_queue: str, mode: str, raw: bytes,
-                      filename: str, served_queues: set[str], limit: int, dispatch: Dispatch,
+                      filename: str, served: runners.Served, limit: int, dispatch: Dispatch,
                       quota: limits.Limits | None = None) -> Submission:
     """Validate, store and queue a submission, within the user's ``quota`` and the board's limit
     (:func:`kernelrank.services.limits.check_submission`; ``None``: no limit checked).
@@ -90,7 +91,9 @@ def create_submission(session: Session, user: User, problem: str, device_queue: 
     Raises:
         RateLimited: over a limit (429, with ``Retry-After``).
         NotFound: unknown problem (or hidden, unless ``user`` is an admin).
-        Invalid: unknown mode or device, a device no runner serves, empty or non-UTF-8 code.
+        Invalid: unknown mode or device, a device no runner has served lately (``served``:
+            :func:`kernelrank.services.runners.served`; where none is online but one was lately,
+            the job waits in its queue and the submission's message says so), empty or non-UTF-8 code.
         Conflict: leaderboard mode on a problem past its deadline (closed).
         TooLarge: code over ``limit`` bytes.
     """
@@ -106,22 +109,36 @@ def create_submission(session: Session, user: User, problem: str, device_queue: 
     if mode == Mode.leaderboard and not takes_ranked(rev.problem):
         raise Conflict(f"problem {problem!r} closed at {deadline_of(rev.problem).isoformat()}: leaderboard "
                        "submissions are no longer taken (test, benchmark and profile runs still are)")
-    if device_queue not in served_queues:
-        served = ", ".join(sorted(served_queues)) or "none"
-        raise Invalid(f"no runner serves device {device_queue!r} now (online: {served})")
+    cuda_only = definition(rev).cuda_only
+    if cuda_only and device_class(device_queue) == DeviceClass.cpu:
+        raise Invalid(f"problem {problem!r} runs on CUDA only ({cuda_only}): submit to a cuda-<model> device")
+    if not served.takes(device_queue):
+        known = ", ".join(sorted(served.queues)) or "none"
+        raise Invalid(f"no runner serves device {device_queue!r} (devices served: {known})")
     code = validate_code(raw, limit)
     if quota is not None:
         limits.check_submission(session, user, quota, board=(rev.problem, device_queue, mode))
     sub = Submission(
         user_id=user.id, problem_revision_id=rev.id, device=device_queue, mode=mode, language=detect_language(code),
         filename=(filename or "submission.py")[:255], code=code, code_sha256=hashlib.sha256(raw).hexdigest(),
-        status=SubmissionStatus.queued.value, dispatched_at=utcnow(),
+        status=SubmissionStatus.queued.value, dispatched_at=utcnow(), message=waiting_message(served, device_queue),
     )
     session.add(sub)
     session.flush()
     budgets = definition(rev).budgets.model_dump()
     dispatch(job_message(sub, rev.secret_seed), device_queue, job_time_limit(budgets, mode))
     return sub
+
+
+def waiting_message(served: runners.Served, device_queue: str) -> str:
+    """What a queued submission's message says where no runner of its queue is online now (it
+    waits in the queue for one); empty where one is."""
+    seen = served.waiting.get(device_queue)
+    if seen is None:
+        return ""
+    ago = fmt.waited((utcnow() - seen).total_seconds())
+    return (f"no runner of {device_queue} is online now (the last was seen {ago} ago): the job waits in its "
+            "queue and starts when one is back")
 
 
 def current_job(sub: Submission) -> tuple[dict[str, Any], str, float]:
@@ -237,6 +254,9 @@ def _attach_ceilings(session: Session, sub: Submission, result: dict[str, Any], 
     dtype = (contract.get("output") or {}).get("dtype")
     roofline.attach(result, result.get("ceilings") or ceilings_of(session, runner),
                     dtype if isinstance(dtype, str) else None)
+    floor = roofline.beyond_floor(result, device_class(sub.device))
+    if floor is not None and result.get("status") == Verdict.passed:  # held: faster than the hardware allows
+        result["needs_review"], result["review_reason"] = True, floor
 
 
 def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
@@ -248,7 +268,8 @@ def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
     return None
 
 
-def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True, remeasures: int = 0) -> None:
+def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True, remeasures: int = 0,
+                        review_cleared: bool = False) -> None:
     """Set the verdict once every expected run of the current attempt is in; ``new_run``: a run
     was just recorded (it may then add to the board's calibration, once). The verdict, speedup,
     rank and score are :func:`kernelrank.judgement.judge`'s over every measurement that counts
@@ -270,7 +291,7 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True,
     judged = judgement.judge(measurements, mode=sub.mode, noisy_above=_noisy_above(sub), board=board,
                              may_rank=sub.disqualified_at is None and takes_ranked(sub.problem_revision.problem,
                                                                                    sub.created_at),
-                             remeasures=remeasures)
+                             remeasures=remeasures, review_cleared=review_cleared)
     public = next(r for r in measurements[-1] if r.kind == RunKind.public)
     head = headline_case(public.result) or {}
     sub.status, sub.message = judged.status, judged.message
@@ -455,6 +476,10 @@ def clear_review(session: Session, submission_id: int) -> Submission:
     sub = get_submission(session, submission_id)
     if not sub.needs_review:
         raise Conflict(f"submission {submission_id} is not marked for review")
+    if (sub.review_reason or "").startswith(FLOOR_REASON):  # held unranked: judged again, ranked if earned
+        finished = sub.finished_at
+        _finish_if_complete(session, sub, new_run=False, review_cleared=True)
+        sub.finished_at = finished or sub.finished_at
     sub.needs_review, sub.review_reason = False, None
     return sub
 

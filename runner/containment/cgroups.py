@@ -27,7 +27,8 @@ Layouts (:func:`detect`), reported in the run's isolation record as ``containmen
     v1 hierarchies only: ``freezer``, ``pids``, ``memory``, ``cpuacct``.
 ``none``
     nothing writable (not root, no delegated subtree): no containment; leaderboard jobs refuse to
-    run (:attr:`kernelrank.runner.judge.harness.EvalOptions.require_containment`).
+    run (:attr:`kernelrank.runner.judge.harness.EvalOptions.require_containment`). A runner finds
+    this, or any group it cannot make, at start (:func:`containment_problem`, with the fix).
 
 Sources: Documentation/admin-guide/cgroup-v2.rst (``cgroup.freeze``, ``cgroup.events``,
 ``cgroup.kill``) and Documentation/admin-guide/cgroup-v1/freezer-subsystem.rst.
@@ -117,6 +118,8 @@ class JobGroup:
         self.name = name
         self.dirs: list[Path] = []
         self.limits: dict[str, int] = {}
+        #: controller -> why enabling it for the job groups failed (v2's ``cgroup.subtree_control``)
+        self.enable_errors: dict[str, str] = {}
         kind, mount = layout.freezer
         self.freezer_kind = kind
         self.freezer_dir = self._make(mount)
@@ -126,12 +129,12 @@ class JobGroup:
             self._make(cmount)
         try:
             if pids_max is not None and "pids" in layout.controllers:
-                self._write(self._dir_of("pids") / "pids.max", str(pids_max))
+                self._write_limit("pids", "pids.max", str(pids_max))
                 self.limits["pids_max"] = pids_max
             if memory_bytes is not None and "memory" in layout.controllers:
                 ckind = layout.controllers["memory"][0]
                 name_ = "memory.max" if ckind == "v2" else "memory.limit_in_bytes"
-                self._write(self._dir_of("memory") / name_, str(memory_bytes))
+                self._write_limit("memory", name_, str(memory_bytes))
                 if ckind == "v2":  # no swap: a bomb meets the limit, not the disk
                     try:
                         self._write(self._dir_of("memory") / "memory.swap.max", "0")
@@ -153,7 +156,7 @@ class JobGroup:
         if layout.freezer is None:
             raise CgroupError("this host offers no writable cgroup freezer")
         group = cls.__new__(cls)
-        group.layout, group.name, group.limits = layout, name, {}
+        group.layout, group.name, group.limits, group.enable_errors = layout, name, {}, {}
         group.freezer_kind, mount = layout.freezer
         group.freezer_dir = mount / PARENT / name
         group.dirs = [group.freezer_dir]
@@ -176,17 +179,29 @@ class JobGroup:
         return path
 
     def _enable(self, mount: Path, parent: Path) -> None:
+        # a refused enable is not fatal here (the controller may be enabled already), but its
+        # reason is kept: the limit's file is then missing and its error says why (_write_limit)
         wanted = [c for c in ("pids", "memory") if c in self.layout.controllers]
         for where in (mount, parent):
             for c in wanted:
                 try:
                     (where / "cgroup.subtree_control").write_text(f"+{c}")
-                except OSError:
-                    pass
+                except OSError as e:
+                    self.enable_errors[c] = f"+{c} into {where / 'cgroup.subtree_control'}: {e.strerror or e}"
 
     def _dir_of(self, controller: str) -> Path:
         _kind, mount = self.layout.controllers[controller]
         return mount / PARENT / self.name
+
+    def _write_limit(self, controller: str, name: str, value: str) -> None:
+        """Write a limit; a failure names the refused controller enable behind it, if any."""
+        try:
+            self._write(self._dir_of(controller) / name, value)
+        except CgroupError as e:
+            if controller in self.enable_errors:
+                raise CgroupError(f"{e} (the {controller} controller could not be enabled: "
+                                  f"{self.enable_errors[controller]})") from None
+            raise
 
     @staticmethod
     def _write(path: Path, value: str) -> None:
@@ -428,3 +443,35 @@ def make_group(name: str, pids_max: int | None = None, memory_bytes: int | None 
         return JobGroup(name, layout, pids_max, memory_bytes)
     except CgroupError:
         return None
+
+
+#: What an operator does when the runner cannot make job groups (docs/gpu-runner.md, "Containers").
+CONTAINMENT_FIX = ("run the runner as root with a writable, delegated cgroup tree: in Docker give its service its "
+                   "own cgroup namespace and a read-write /sys/fs/cgroup (docker-compose.yml's runner services: "
+                   "`cgroup: private` and deploy/runner-entrypoint.sh), on a host run it as root or in a systemd "
+                   "unit with Delegate=yes")
+#: Limits the start-up probe group asks for: enough for nothing to run in it, enough to need the controllers.
+PROBE_PIDS_MAX = 16
+PROBE_MEMORY_BYTES = 64 << 20
+
+
+def containment_problem(root: str = str(ROOT)) -> str | None:
+    """Why this runner cannot contain jobs, with the fix, or ``None`` when it can.
+
+    Makes (and removes) a probe group ``probe-<pid>`` with a process and a memory limit, as a job's
+    group is made (:func:`make_group`), so that a read-only cgroup tree (Docker's default), a
+    missing freezer and a v2 controller that cannot be enabled for the runner's subtree (the
+    ``cgroup.subtree_control`` write that fails while the container's own group holds processes)
+    are all found before the first job, not by each leaderboard job's refusal.
+    """
+    detect.cache_clear()  # the probe must see the tree as it is now, not as the first look found it
+    layout = detect(root)
+    if layout.freezer is None:
+        return (f"the runner cannot make job cgroups: nothing under {root} is writable with a freezer "
+                f"(read-only or not delegated); leaderboard jobs are refused. Fix: {CONTAINMENT_FIX}")
+    try:
+        group = JobGroup(f"probe-{os.getpid()}", layout, pids_max=PROBE_PIDS_MAX, memory_bytes=PROBE_MEMORY_BYTES)
+    except CgroupError as e:
+        return f"the runner cannot make job cgroups ({e}); leaderboard jobs are refused. Fix: {CONTAINMENT_FIX}"
+    group.remove()
+    return None

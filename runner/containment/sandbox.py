@@ -26,13 +26,13 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, IO
+from typing import IO, Any, Callable
 
 from kernelrank.runner.containment import cgroups, isolation, isolation_check, jobdisk, rlimits
 from kernelrank.runner.containment.procfs import (ProcessWatch, host_huge_pages, host_memory_bound, kill_group,
                                                   only_cpu, priority, stat_fields)
 from kernelrank.runner.judge import slots
-from kernelrank.runner.slotformat import CudaIpc
+from kernelrank.runner.slotformat import CudaVmm
 from kernelrank.runner.wire import Link, LinkClosed, LinkTimeout, WireError
 from kernelrank.vocab import DeviceClass
 
@@ -240,8 +240,8 @@ class SubmissionProcess:
             for path in (self.workdir, self.workdir / "tmp"):
                 os.chown(path, self.plan.uid, self.plan.uid)
             ProcessWatch(-1, self.plan.uid).kill_all()  # leftovers of a dead judge that had this pid
-        # on CUDA the slots are device memory shared with the child through CUDA IPC
-        self.arena = slots.Arena(ipc=CudaIpc() if device == DeviceClass.cuda else None)
+        # on CUDA the slots are device memory of their own, passed to the child as a descriptor
+        self.arena = slots.Arena(ipc=CudaVmm() if device == DeviceClass.cuda else None)
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.max_message_bytes = max_message_bytes
         self.channel = Link(parent_sock, max_message_bytes=max_message_bytes)
@@ -291,6 +291,9 @@ class SubmissionProcess:
         #: the CPU the child's main thread is bound to, where the judge waits for its answers
         #: (:meth:`_wait_on_home_cpu`); ``None`` until :meth:`start`, or when it has several
         self.home_cpu: int | None = None
+        #: the child's device memory as the judge measures it around each window, and its budget
+        #: (a :class:`~kernelrank.runner.judge.devmem.DeviceMemoryWatch`, set before :meth:`start`), or ``None``
+        self.device_memory: Any = None
 
     def start(self, deadline: float) -> dict[str, Any]:
         """Wait until the child has isolated itself, then measure the isolation in force.
@@ -300,7 +303,9 @@ class SubmissionProcess:
             ChildTimeout, ChildDied, ProtocolViolation: as for :meth:`request`.
         """
         try:
-            hello = self.request({"op": "hello"}, deadline, max_bytes=1 << 20)
+            # the budget reaches the child before the submission is imported (it caps its allocator)
+            budget = {"device_memory_bytes": self.device_memory.budget} if self.device_memory is not None else {}
+            hello = self.request({"op": "hello", **budget}, deadline, max_bytes=1 << 20)
         except ChildDied as e:
             if e.returncode == isolation.SETUP_FAILED:
                 raise SandboxError(self.stderr.text().strip()[-2000:] or "sandbox set-up failed") from None
@@ -401,9 +406,14 @@ class SubmissionProcess:
                 continue
         return found
 
-    def request(self, message: dict[str, Any], deadline: float, max_bytes: int | None = None) -> dict[str, Any]:
+    def request(self, message: dict[str, Any], deadline: float, max_bytes: int | None = None,
+                late: Callable[[], float | None] | None = None, check_s: float = 5.0) -> dict[str, Any]:
         """Send one request and wait for its answer until ``deadline`` (``time.monotonic()``),
         accepting at most ``max_bytes`` bytes of answer (default and cap: ``max_message_bytes``).
+        With ``late``, the wait is cut every ``check_s`` seconds while no answer has begun:
+        ``late()``, asked while the child runs, gives when to ask next (the request's deadline
+        moves there if later: a call that compiles, :mod:`~kernelrank.runner.judge.hangs`), or
+        ``None`` to give up now.
 
         Afterwards, on the judge's clock: ``span_ns``, the *window*: for a contained child from just
         before it is thawed to the moment it is frozen again after answering (it can run at no
@@ -412,10 +422,19 @@ class SubmissionProcess:
         """
         self.channel.max_message_bytes = min(max_bytes or self.max_message_bytes, self.max_message_bytes)
         restore = self._wait_on_home_cpu()
+        watch = self.device_memory
+        if watch is not None:  # outside the window: the device's memory before the child runs
+            watch.opened()
         try:
             opened = time.perf_counter_ns()
             self._thaw()
             self.channel.send(message, deadline)
+            ask = min(deadline, time.monotonic() + check_s)
+            while late is not None and not self.channel.readable(ask):
+                nxt = late()
+                if nxt is None:
+                    raise LinkTimeout("no answer before the deadline")
+                ask, deadline = nxt, max(deadline, nxt)
             reply = self.channel.recv(deadline=deadline)
             if self._freeze():
                 self.span_ns = time.perf_counter_ns() - opened
@@ -432,6 +451,8 @@ class SubmissionProcess:
         finally:
             if restore is not None:
                 os.sched_setaffinity(0, restore)
+        if watch is not None:  # frozen again (or not contained): what the window left on the device
+            watch.closed()
         if not isinstance(reply, dict) or not isinstance(reply.get("ok"), bool):
             self.kill()
             raise ProtocolViolation("the child's answer is not a well-formed reply")
@@ -508,6 +529,12 @@ class SubmissionProcess:
     def logs(self) -> dict[str, str]:
         """The child's stdout and stderr, bounded (call after :meth:`close`)."""
         return {"stdout": self.stdout.text(), "stderr": self.stderr.text()}
+
+    def stack_dump(self, wait_s: float) -> str:
+        """The child's Python stack now (:func:`kernelrank.runner.judge.hangs.dump`)."""
+        from kernelrank.runner.judge import hangs
+
+        return hangs.dump(self.pid, self._dir_fd, wait_s)
 
     def copy_out(self, name: str, dest: Path, limit: int) -> str | None:
         """Copy the regular file ``name`` from the folder to ``dest`` (at most ``limit`` bytes),

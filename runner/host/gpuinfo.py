@@ -36,6 +36,11 @@ CLOCK_REASONS = {
     0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
     0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
 }
+#: ``nvmlMemoryErrorType_t`` uncorrected; ``nvmlEccCounterType_t`` volatile (since the last
+#: driver load) and aggregate (the GPU's life); ``nvmlPageRetirementCause_t`` double-bit ECC.
+ECC_UNCORRECTED, ECC_VOLATILE, ECC_AGGREGATE, RETIRED_DOUBLE_BIT = 1, 0, 1, 1
+#: ``nvmlComputeMode_t``: only Default lets the runner's judge and its children share the GPU.
+COMPUTE_MODES = {0: "default", 1: "exclusive_thread", 2: "prohibited", 3: "exclusive_process"}
 
 
 def nvml_target(visible: str | None) -> tuple[str, Any]:
@@ -121,13 +126,20 @@ def clock_reasons(mask: int | None) -> list[str] | None:
     return names + ([hex(rest)] if rest else [])
 
 
-def clock_snapshot(nvml: Any, handle: Any) -> dict[str, Any]:
-    """SM and memory clocks now (MHz) and why they are held down, for a run's record."""
+def clock_now(nvml: Any, handle: Any) -> tuple[int | None, int | None]:
+    """``(SM clock in MHz, clocks-event-reasons mask)`` now (:data:`CLOCK_REASONS`); ``None`` for
+    what NVML does not report. The mask comes from ``nvmlDeviceGetCurrentClocksEventReasons``, or
+    from its older name ``...ThrottleReasons`` on drivers without it."""
     mask = _maybe(nvml, "nvmlDeviceGetCurrentClocksEventReasons", handle)
     if mask is None:
         mask = _maybe(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
-    return {"sm_mhz": _maybe(nvml, "nvmlDeviceGetClockInfo", handle, CLOCK_SM),
-            "mem_mhz": _maybe(nvml, "nvmlDeviceGetClockInfo", handle, CLOCK_MEM),
+    return _maybe(nvml, "nvmlDeviceGetClockInfo", handle, CLOCK_SM), mask
+
+
+def clock_snapshot(nvml: Any, handle: Any) -> dict[str, Any]:
+    """SM and memory clocks now (MHz) and why they are held down, for a run's record."""
+    sm, mask = clock_now(nvml, handle)
+    return {"sm_mhz": sm, "mem_mhz": _maybe(nvml, "nvmlDeviceGetClockInfo", handle, CLOCK_MEM),
             "reasons": clock_reasons(mask)}
 
 
@@ -153,6 +165,50 @@ def lock_clocks(nvml: Any, handle: Any, requested: int = 0) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - NVMLError_NoPermission, NotSupported: reported, not fatal
         return {"locked_sm_mhz": None, "lock_error": f"{type(e).__name__}: {e}"[:300]}
     return {"locked_sm_mhz": target}
+
+
+def other_processes(nvml: Any, handle: Any, own_pids: set[int] | frozenset[int]) -> list[dict[str, Any]]:
+    """Compute processes on the GPU that are not the runner's (``own_pids``: the runner, its judge
+    and the job's children, as the host's PID namespace numbers them): ``[{"pid", "used_bytes"}]``
+    (``used_bytes`` ``None`` where NVML cannot say, e.g. inside a container); ``[]`` where NVML
+    does not list processes (``nvmlDeviceGetComputeRunningProcesses``)."""
+    procs = _maybe(nvml, "nvmlDeviceGetComputeRunningProcesses", handle) or []
+    return [{"pid": int(p.pid), "used_bytes": getattr(p, "usedGpuMemory", None)}
+            for p in procs if int(p.pid) not in own_pids]
+
+
+def health(nvml: Any, handle: Any) -> dict[str, Any]:
+    """The GPU's health for the self-test: uncorrected ECC errors (volatile, aggregate), pages
+    retired for double-bit errors and whether a retirement is pending (a reset is due), the compute
+    mode (:data:`COMPUTE_MODES`) and persistence mode; a fact the GPU does not report is ``None``
+    (e.g. ECC on a GPU without it). Source: NVML API reference (``nvmlDeviceGetTotalEccErrors``,
+    ``nvmlDeviceGetRetiredPages``, ``nvmlDeviceGetComputeMode``)."""
+    retired = _maybe(nvml, "nvmlDeviceGetRetiredPages", handle, RETIRED_DOUBLE_BIT)
+    pending = _maybe(nvml, "nvmlDeviceGetRetiredPagesPendingStatus", handle)
+    mode = _maybe(nvml, "nvmlDeviceGetComputeMode", handle)
+    persistence = _maybe(nvml, "nvmlDeviceGetPersistenceMode", handle)
+    return {
+        "ecc_uncorrected_volatile": _maybe(nvml, "nvmlDeviceGetTotalEccErrors", handle, ECC_UNCORRECTED, ECC_VOLATILE),
+        "ecc_uncorrected_aggregate": _maybe(nvml, "nvmlDeviceGetTotalEccErrors", handle, ECC_UNCORRECTED, ECC_AGGREGATE),
+        "retired_pages": len(retired) if retired is not None else None,
+        "retired_pending": bool(pending) if pending is not None else None,
+        "compute_mode": COMPUTE_MODES.get(mode, str(mode)) if mode is not None else None,
+        "persistence_mode": bool(persistence) if persistence is not None else None,
+    }
+
+
+def lock_runner_clocks(visible: str | None, requested_mhz: int = 0) -> dict[str, Any]:  # pragma: no cover - GPU-only
+    """:func:`lock_clocks` on the runner's GPU, unlocked again when the process exits."""
+    import atexit
+
+    nvml = load_nvml()
+    if nvml is None:
+        return {"locked_sm_mhz": None, "lock_error": "NVML unavailable"}
+    handle = handle_for(nvml, visible)
+    outcome = lock_clocks(nvml, handle, requested_mhz)
+    if outcome.get("locked_sm_mhz"):
+        atexit.register(lambda: nvml.nvmlDeviceResetGpuLockedClocks(handle))
+    return outcome
 
 
 def load_nvml() -> Any:  # pragma: no cover - GPU-only: needs the NVIDIA driver's libnvidia-ml

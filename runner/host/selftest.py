@@ -27,7 +27,8 @@ starting runner's heartbeat shows (``starting: self-test 12/30``):
 The host rows (:mod:`~kernelrank.runner.host.selftest_rows`): the runner's per-request overhead,
 the sandbox in force (namespaces, cgroup, freezer), what bounds a child's memory, how outputs are
 read and checked, huge pages, the children's priority, what fresh memory costs and, on the CPU,
-how much the host's moments move a speedup.
+how much the host's moments move a speedup. On CUDA every scope starts with the GPU's rows
+(:mod:`~kernelrank.runner.host.selftest_gpu`) and the reference against itself runs per problem.
 
 It prints a table (Rich) and exits non-zero on any failure. Budgets are shrunk
 (:class:`SelfTestOptions`). A runner runs it before it takes a job
@@ -52,8 +53,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelrank import vocab
-from kernelrank.runner.host import selftest_cache
+from kernelrank import format as fmt, vocab
+from kernelrank.runner.host import selftest_cache, selftest_gpu
 from kernelrank.runner.host.selftest_rows import Check, clock_rows
 
 #: The self-test's scopes, smallest first (see the module docstring).
@@ -77,7 +78,7 @@ PAIR_PROBLEM = "softmax"
 #: before a self-test starts: medians of the quick and full self-tests on a 2-core CPU host
 #: (``bench/selftest_times.py``, figures in ``bench/README.md``).
 STEP_SECONDS = {"test": 2.5, "benchmark": 10.5, "leaderboard": 10.5, "profile": 4.0, "build": 24.0,
-                "build-timed": 105.0, "attack": 3.0, "clock": 12.0}
+                "build-timed": 105.0, "attack": 3.0, "clock": 12.0, "gpu": 3.0}
 
 
 def step_kind(path: Path, mode: str) -> str:
@@ -116,8 +117,8 @@ def attack_outcome(meta: dict[str, str], status: str, message: str, speedup: flo
     if status == vocab.Verdict.passed:
         bound = float(meta.get("Max speedup", "0") or 0)
         if vocab.Verdict.passed in expected and speedup is not None and speedup <= bound:
-            return True, f"passed at {speedup:.2f}x, within {bound:g}x"
-        return False, f"the attack PASSED ({speedup if speedup is None else round(speedup, 2)}x): {message[:200]}"
+            return True, f"passed at {fmt.speedup(speedup)}, within {fmt.speedup(bound)}"
+        return False, f"the attack PASSED ({fmt.speedup(speedup)}): {message[:200]}"
     if status not in expected:
         return False, f"verdict {status}, expected {'|'.join(sorted(expected))}: {message[:200]}"
     if meta.get("Message") and meta["Message"].lower() not in message.lower():
@@ -151,8 +152,8 @@ def quick_files(problem_dir: Path, device: str) -> list[Path]:
 
 def pair_reads_one(result: Any) -> tuple[bool, str]:
     """Whether a run of the reference against itself passed with 1 inside its speedup's 95%
-    interval (``result.speedup_ci``): ``(ok, what it read)``."""
-    from kernelrank import format as fmt
+    interval (``result.speedup_ci``): ``(ok, what it read)``. The CPU's rule; on CUDA it is 1.00 ±
+    3% (:func:`~kernelrank.runner.host.selftest_gpu.identical_kernel_reads_one`)."""
 
     ci = result.speedup_ci
     if str(result.status) != vocab.Verdict.passed or result.speedup is None or not ci:
@@ -327,15 +328,17 @@ class SelfTest:
     # -- the plan -----------------------------------------------------------------------------------
     def plan(self) -> list[Step]:
         """The steps of this scope, in order (see the module docstring)."""
-        scope = self.options.scope
-        steps = [self._device_step()]
+        scope, cuda = self.options.scope, self.options.device == vocab.DeviceClass.cuda
+        # on CUDA the GPU's rows come first, before this process opens a context on it
+        steps = ([Step("the GPU's health and timer", "gpu", self.gpu)] if cuda else []) + [self._device_step()]
         if scope != "probes":
             steps += self._build_steps(with_and_without_pch=scope == "full")
             for name in self.problems():
                 steps += self._problem_steps(name, full=scope == "full")
-            if scope == "quick" and (not self.options.problems or PAIR_PROBLEM in self.options.problems):
-                steps.append(Step(f"{PAIR_PROBLEM}: the reference against itself (leaderboard)", "leaderboard",
-                                  self.reference_pair))
+            wanted = scope == "quick" and (not self.options.problems or PAIR_PROBLEM in self.options.problems)
+            pairs = self.problems() if cuda else [PAIR_PROBLEM] if wanted else []
+            steps += [Step(f"{name}: the reference against itself (leaderboard)", "leaderboard",
+                           lambda report, name=name: self.reference_pair(report, name)) for name in pairs]
             if self.options.attacks:
                 steps += self._attack_steps(everything=scope == "full")
         steps.append(Step("the judge's clock and the sandbox", "clock", self.clock))
@@ -438,14 +441,16 @@ class SelfTest:
         total = sum(recorded[s.label] if s.label in recorded else STEP_SECONDS[s.kind] for s in steps)
         return len(steps), total, len(known)
 
-    def reference_pair(self, report: SelfTestReport) -> None:
+    def reference_pair(self, report: SelfTestReport, problem: str = PAIR_PROBLEM) -> None:
         """The reference submitted as the kernel (:func:`~kernelrank.runner.judge.answers.reference_submission`)
-        in one short leaderboard case of :data:`PAIR_PROBLEM`: it must pass with 1 inside its
-        speedup's 95% interval. A second run decides a first that missed (a 95% interval misses
-        one run in 20), so a sound judge fails this row about one start in 400."""
+        in one short leaderboard case of ``problem``: it must pass with 1 inside its speedup's 95%
+        interval (on CUDA, for every problem: 1.00 ± 3%, :mod:`~kernelrank.runner.host.selftest_gpu`). A second run
+        decides a first that missed (a 95% interval misses one run in 20), so a sound judge fails
+        this row about one start in 400."""
         from kernelrank.runner.judge.answers import reference_submission
 
-        spec, started = self._spec(PAIR_PROBLEM), time.monotonic()
+        cuda = self.options.device == vocab.DeviceClass.cuda
+        spec, started = self._spec(problem), time.monotonic()
         ok, got = False, "not run"
         for _ in range(2):
             try:
@@ -454,13 +459,22 @@ class SelfTest:
             except Exception as e:  # noqa: BLE001 - a judge that raises is a failed check
                 ok, got = False, f"judge raised: {type(e).__name__}: {e}"[:300]
                 break
-            ok, got = pair_reads_one(result)
+            ok, got = selftest_gpu.identical_kernel_reads_one(result) if cuda else pair_reads_one(result)
             if ok:
                 break
-        self._add(report, Check("judge's clock", "the reference against itself", "leaderboard",
-                                "1.00× within its interval", got, ok, time.monotonic() - started,
-                                "" if ok else "two runs of the reference against itself did not read 1 within "
-                                              "their 95% intervals: the pairing or the interval is broken here"))
+        detail = "" if ok else selftest_gpu.identical_kernel_detail(problem) if cuda else (
+            "two runs of the reference against itself did not read 1 within their 95% intervals: the pairing or "
+            "the interval is broken here")
+        name, expected = ((f"{problem}: the reference against itself",
+                           f"1.00× ± {selftest_gpu.IDENTICAL_TOLERANCE:.0%}") if cuda else
+                          ("the reference against itself", "1.00× within its interval"))
+        self._add(report, Check("judge's clock", name, "leaderboard", expected, got, ok, time.monotonic() - started,
+                                detail))
+
+    def gpu(self, report: SelfTestReport) -> None:  # pragma: no cover - GPU-only: NVML and torch.cuda
+        """The GPU's rows (:func:`~kernelrank.runner.host.selftest_gpu.run_gpu_rows`)."""
+        for row in selftest_gpu.run_gpu_rows():
+            self._add(report, row)
 
     def attack(self, report: SelfTestReport, path: Path) -> None:
         """One attack in leaderboard mode, its verdict within its docstring's."""
@@ -525,7 +539,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
 
-    from kernelrank import format as fmt
 
     parser = argparse.ArgumentParser(prog="python -m kernelrank.runner.host.selftest", description=__doc__.split("\n")[0])
     parser.add_argument("--device", default="cpu", choices=vocab.DEVICE_CLASSES)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrank import vocab
+from kernelrank.runner.containment.cgroups import CONTAINMENT_FIX
 from kernelrank.runner.host.hostprobe import (FRESH_MEMORY_SLOW_MS_PER_MIB, HOST_MOMENTS_NOISY,
                                               fresh_memory_in_new_process, host_moments_in_new_process)
 
@@ -216,7 +217,7 @@ def sandbox_check(measured: dict[str, Any]) -> Check:
                  "" if whole else
                  "the isolation method was chosen but the child shares the judge's namespaces" if not held else
                  "submitted code is not fully contained here (no namespaces or no cgroup): this runner refuses "
-                 "leaderboard jobs unless its operator allows them; run it as root on a host with cgroups")
+                 f"leaderboard jobs unless its operator allows them. Fix: {CONTAINMENT_FIX}")
 
 
 def clock_rows(device: str, scratch: Path) -> tuple[list[Check], dict[str, Any]]:

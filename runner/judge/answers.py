@@ -14,6 +14,7 @@ from kernelrank import vocab
 from kernelrank.problems import ProblemSpec
 from kernelrank.runner.results import CaseResult
 from kernelrank.runner.containment.sandbox import ProtocolViolation, SubmissionProcess
+from kernelrank.runner.judge.devmem import mib
 from kernelrank.runner.judge.slots import AliasedOutput, SlotError
 
 
@@ -57,6 +58,9 @@ def raise_on_error(reply: dict[str, Any], where: str) -> None:
                        else f"compile error in {where}: {detail}")
     if kind == "runtime_error":
         raise RunEnded(vocab.Verdict.error, f"runtime error in {where}: {detail}")
+    if kind == vocab.Verdict.out_of_memory:  # its allocator refused (torch.cuda.OutOfMemoryError)
+        at = "while" if where.startswith("load") else "in"
+        raise RunEnded(vocab.Verdict.out_of_memory, f"out of device memory {at} {where}: {detail}")
     raise ProtocolViolation(f"unexpected answer: {message}")
 
 
@@ -73,6 +77,27 @@ def raise_on_tampering(child: SubmissionProcess, reply: dict[str, Any], where: s
     if child.integrity is None or reply.get("integrity") != child.integrity:
         raise RunEnded(vocab.Verdict.rejected, f"rejected in {where}: the functions the harness relies on are no longer "
                                         f"those it started with (replaced, and the child's tripwire record re-taken)")
+
+
+def raise_on_device_memory(child: SubmissionProcess, where: str) -> None:
+    """After a request, the child frozen: it holds no more device memory than its budget, as the
+    judge measures it (:class:`~kernelrank.runner.judge.devmem.DeviceMemoryWatch`; nothing to check
+    without one, e.g. on the CPU).
+
+    Raises:
+        RunEnded: ``out_of_memory`` naming ``where`` (the case), the child killed first so that
+            the reference and the judge get their memory back.
+    """
+    watch = child.device_memory
+    held = watch.over() if watch is not None else None
+    if held is None:
+        return
+    child.kill()
+    at = "while" if where.startswith("load") else "in"
+    raise RunEnded(vocab.Verdict.out_of_memory,
+                   f"out of device memory {at} {where}: the {child.runs}'s processes held {mib(held)} of device memory "
+                   f"after the request, more than the problem's budget of {mib(watch.budget)} per process "
+                   f"(device_memory_mib); the process was killed")
 
 
 def ns_list(value: Any, expected: int | None) -> list[int]:

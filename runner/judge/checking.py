@@ -21,6 +21,10 @@ import torch
 
 from kernelrank.runner.judge import native_check
 
+#: Dtypes compared in float64: float64 itself, and integers, which float32 rounds above 2**24
+#: (an exact check of ``int64`` indices needs the wider type).
+_WIDE = (torch.float64, torch.int64, torch.int32)
+
 
 @dataclass(frozen=True)
 class CheckResult:
@@ -70,7 +74,7 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
     if torch.device(device).type != ref.device.type:
         return CheckResult(False, f"output device {device} differs from expected {ref.device.type}")
 
-    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    work = torch.float64 if ref.dtype in _WIDE else torch.float32
     o = out.detach().to(ref.device, work)
     r = ref.detach().to(work)
     numel = r.numel()
@@ -202,7 +206,7 @@ def close_to_reader(read: Callable[[int, int], torch.Tensor], read_ref: Callable
 
     Same rule, result and meaning of ``False`` as :func:`close_in_pieces`.
     """
-    work = torch.float64 if dtype == torch.float64 else torch.float32
+    work = torch.float64 if dtype in _WIDE else torch.float32
     step = piece if device_type == "cpu" else max(1, numel)
     buffers: tuple[torch.Tensor, torch.Tensor] | None = None
     for start, stop in piece_bounds(numel, step):

@@ -1,6 +1,6 @@
-"""The slots on a GPU (judge side): one device buffer shared with the child through CUDA
-IPC (:class:`~kernelrank.runner.slotformat.CudaIpc`, GPU-only), placed into and read by the same layouts and protocol as the
-host's memory file (:mod:`kernelrank.runner.judge.slots`)."""
+"""The slots on a GPU (judge side): one device buffer, an allocation of its own shared with the
+child as a file descriptor (:class:`~kernelrank.runner.slotformat.CudaVmm`), placed into and read
+by the same layouts and protocol as the host's memory file (:mod:`kernelrank.runner.judge.slots`)."""
 
 from __future__ import annotations
 
@@ -8,20 +8,23 @@ from typing import Any
 
 import torch
 
-from kernelrank.runner.judge.slots import ALIGN, GROW_BYTES, SlotError, aligned, checked_output, nbytes, place_tree
+from kernelrank.runner.judge.slots import ALIGN, GROW_BYTES, aligned, checked_output, nbytes, place_tree
 
 
 class DeviceSlots:
-    """The judge's device slots: one device buffer shared with the child through CUDA
-    IPC, grown (a new buffer, a new ``generation``) when an input set does not fit.
+    """The judge's device slots: one device buffer shared with the child, grown (a new buffer,
+    a new ``generation``) when an input set does not fit. The buffer holds only what the child
+    may see: the input set placed last and its output room (zeroed when made); the judge's own
+    copies, expected outputs and other sets stay in its own memory, which the child cannot map.
 
     Args:
-        ipc: :class:`~kernelrank.runner.slotformat.CudaIpc` (``allocate``, ``share``, ``fence``, ``release``); tests pass an
-            in-process stand-in.
+        ipc: :class:`~kernelrank.runner.slotformat.CudaVmm` (``allocate``, ``share``, ``fence``,
+            ``release``); tests pass one over a stand-in driver.
 
-    The layout :meth:`place` returns is the host slots' tree plus ``"ipc": {"generation",
-    "handle"}``; the child opens a handle once per generation. Every buffer shared stays allocated
-    until :meth:`close` (the child may still map it), which releases them all.
+    The layout :meth:`place` returns is the host slots' tree plus ``"vmm": {"generation",
+    "handle": {"fd", "size"}}``, the ``fd`` a :class:`~kernelrank.runner.wire.Fd` that crosses
+    the socket as ``SCM_RIGHTS``; the child maps a handle once per generation. Every buffer shared
+    stays allocated until :meth:`close` (the child may still map it), which releases them all.
     """
 
     def __init__(self, ipc: Any):
@@ -52,7 +55,7 @@ class DeviceSlots:
         self.out_offset, self.out_bytes = cursor[0], aligned(out_bytes)
         self.ipc.fence()
         return {"size": self.size, "data": tree, "out": [self.out_offset, self.out_bytes],
-                "ipc": {"generation": self.generation, "handle": self.handle}}
+                "vmm": {"generation": self.generation, "handle": self.handle}}
 
     def read_output(self, desc: Any) -> torch.Tensor:
         """A device copy of the output the child wrote into its slot (after it answered: it waited
@@ -77,6 +80,7 @@ class DeviceSlots:
         return self.buf[self.out_offset:self.out_offset + size].view(dtype).view(shape)
 
     def close(self) -> None:
+        """Release every buffer shared (the child is gone: its mappings with it)."""
         for buf, handle in self._shared:
             self.ipc.release(buf, handle)
         self._shared.clear()

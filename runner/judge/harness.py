@@ -40,11 +40,14 @@ from typing import Any, Callable
 import torch
 
 from kernelrank import vocab
-from kernelrank.format import duration, speedup
+from kernelrank.format import speedup
 from kernelrank.problems import ProblemSpec
 from kernelrank.runner.host import gpuinfo
 from kernelrank.runner.containment import isolation_check, pch
-from kernelrank.runner.judge.answers import RunEnded, out_room, raise_on_error, raise_on_tampering, read_output
+from kernelrank.runner.judge import devmem
+from kernelrank.runner.judge import disturbed, hangs
+from kernelrank.runner.judge.answers import (RunEnded, out_room, raise_on_device_memory, raise_on_error,
+                                             raise_on_tampering, read_output)
 from kernelrank.runner.judge.checking import check_output
 from kernelrank.runner.submission.steady import resolve_vector_math, steady_allocator
 from kernelrank.runner.host.devices import DeviceInfo, cpu_threads, device_info
@@ -95,6 +98,9 @@ class EvalOptions:
             ``timing.<device>.processes`` and the device's default; checks of verdicts rather
             than of timing statistics (the test suite) use 1: one process of each side, so a C++
             submission is built once, in the test phase's process.
+        device_memory: how the judge reads the device's memory to hold each child to the
+            problem's ``device_memory_mib`` (a :class:`~kernelrank.runner.judge.devmem.DeviceMemoryMeter`);
+            ``None``: NVML on ``cuda``, nothing on the CPU (which has no device memory).
     """
 
     threads: int = 0
@@ -110,6 +116,7 @@ class EvalOptions:
     require_containment: bool = False
     calibration_ns: tuple[float, ...] | None = None
     processes: int | None = None
+    device_memory: Any = None
 
 
 def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
@@ -133,6 +140,9 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
     parse_mode(mode)  # ValueError: not a mode
     if device not in DEVICE_CLASSES:
         raise ValueError(f"unknown device {device!r}")
+    if spec.definition.cuda_only and device == DeviceClass.cpu:  # its reference needs a GPU or a package
+        return EvalResult(vocab.Verdict.error, str(mode), spec.definition.name, spec.revision, device,
+                          f"problem {spec.definition.name!r} runs on CUDA only: {spec.definition.cuda_only}")
     # the judge allocates inputs, references and check temporaries of up to tens of MiB per timed
     # call: with glibc's moving thresholds each could land in fresh pages (checking a 16 MiB
     # output: 45 ms, 25 ms with fixed thresholds), and the judge's seconds per call bound how many
@@ -165,6 +175,10 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         self._local = threading.local()
         #: stdout and stderr of the submission's further timed processes, by their number (2..K)
         self._extra_logs: list[tuple[int, dict[str, str]]] = []
+        #: reads the device's memory for every child's budget (``None``: no budget is checked)
+        self._meter = options.device_memory
+        if self._meter is None and device == DeviceClass.cuda:  # pragma: no cover - GPU-only
+            self._meter = devmem.nvml_meter(os.environ.get("CUDA_VISIBLE_DEVICES"))
 
     # -- top level ----------------------------------------------------------------------------
     def run(self) -> EvalResult:
@@ -231,9 +245,13 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         if self.method != "none" and "use_pch" in source:
             # site-packages is read-only for the child: it can only use a header built beforehand
             pch.prepare_precompiled_header()
-        return SubmissionProcess(source, self.device, self.threads, scratch_dir=self.options.scratch_dir,
-                                 log_limit=self.options.log_limit, method=self.method, limits=self.limits,
-                                 hidden=self.options.hidden_paths, zygote=self.options.zygote, runs=runs)
+        child = SubmissionProcess(source, self.device, self.threads, scratch_dir=self.options.scratch_dir,
+                                  log_limit=self.options.log_limit, method=self.method, limits=self.limits,
+                                  hidden=self.options.hidden_paths, zygote=self.options.zygote, runs=runs)
+        if self._meter is not None:  # every child, the reference's too, under the problem's budget
+            child.device_memory = devmem.DeviceMemoryWatch(self._meter, self.definition.device_memory_mib * devmem.MIB,
+                                                           child)
+        return child
 
     def _load(self, child: SubmissionProcess, phase: bool = True, where: str | None = None) -> dict[str, Any]:
         """Wait for the child's isolation, check it, load the submission, take the baseline of
@@ -259,7 +277,9 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
 
     def _guard(self, child: SubmissionProcess, reply: dict[str, Any]) -> None:
         """After a request (load, calls, reserve, profile): errors, replaced functions. Threads and processes the submission keeps
-        between calls are allowed: frozen with the child, they cannot run outside the window."""
+        between calls are allowed: frozen with the child, they cannot run outside the window.
+        First what it holds on the device (the judge's own measure, over the child's account)."""
+        raise_on_device_memory(child, self._where)
         raise_on_error(reply, self._where)
         raise_on_tampering(child, reply, self._where)
 
@@ -275,19 +295,20 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         first = id(child) not in self._called
         self._called.add(id(child))
         allowed = self.definition.budgets.call_deadline(first, ref_s, repeat)
-        own = time.monotonic() + allowed
+        watch = hangs.CallWatch(child, time.monotonic(), allowed, self.definition.budgets.compile_call, deadline,
+                                self._phase, self._where if first else None)
         try:
             reply = child.request({"op": "go", "inputs": layout, "repeat": repeat, "direct": child.memory is not None,
                                    # every request alike (tests too): graphs where the problem asks for them
                                    **({"graph": True} if self._graphs else {})},
-                                  min(deadline, own),
-                                  max_bytes=REPLY_SLACK_BYTES)
+                                  min(deadline, watch.own), max_bytes=REPLY_SLACK_BYTES, late=watch.late,
+                                  check_s=hangs.CHECK_S)
         except ChildTimeout:
-            if own < deadline:
+            if watch.own < deadline:
                 raise RunEnded(vocab.Verdict.timeout, f"timeout: {self._where}: the call did not return within its "
                                                      f"deadline of {allowed:.0f} s ("
                                                      f"{'first call' if first else 'calls after the first'}"
-                                                     f"; the process was killed)") from None
+                                                     f"; the process was killed){watch.hung_at()}") from None
             raise
         self._guard(child, reply)
         return reply, (read_output(child, reply, 0) if read else None)
@@ -298,12 +319,12 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         fast = [c for c in result.cases if c.speedup is not None and c.speedup > bound]
         if result.speedup is not None and result.speedup > bound:
             result.needs_review = True
-            result.review_reason = (f"speedup {result.speedup:.1f}x over the reference is beyond this problem's "
-                                    f"review bound of {bound:g}x")
+            result.review_reason = (f"speedup {speedup(result.speedup)} over the reference is beyond this problem's "
+                                    f"review bound of {speedup(bound)}")
         elif fast:
             result.needs_review = True
-            result.review_reason = (f"{fast[0].label}: speedup {fast[0].speedup:.1f}x over the reference is beyond "
-                                    f"this problem's review bound of {bound:g}x")
+            result.review_reason = (f"{fast[0].label}: speedup {speedup(fast[0].speedup)} over the reference is "
+                                    f"beyond this problem's review bound of {speedup(bound)}")
 
 
     @property
@@ -327,7 +348,7 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         its memory, while it is frozen (``output_reader``, piece by piece; ``read_output`` copies
         a failing one whole for its figures), against the expected output where that lives. On
         the CPU the slots are a shared memory file; on CUDA the same calls place into and read
-        from device memory shared with the child through CUDA IPC (the GPU change), so no tensor
+        from device memory shared with the child through a file descriptor (CUDA VMM) (the GPU change), so no tensor
         data crosses the host or the socket."""
         return child.arena.place(data, room, direct=child.memory is not None)
 
@@ -363,14 +384,11 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
 
     # -- profile mode -------------------------------------------------------------------------
     def _profile(self, child: SubmissionProcess, deadline: float) -> dict[str, Any]:
-        cases = self.definition.benchmark_cases(self.device)  # type: ignore[arg-type]
-        self._where = "profiling the benchmark cases"
-        sets = [self._draw(c, c.seed) for c in cases]
-        labels = [f"case {i}: {c.label()}" for i, c in enumerate(cases)]
-        reply = child.request({"op": "profile", "sets": sets, "labels": labels, "trace_file": "trace.json"}, deadline,
-                              max_bytes=REPLY_SLACK_BYTES + 16 * PROFILE_TABLE_LIMIT)
-        self._guard(child, reply)
-        table = reply.get("table")
+        """``torch.profiler`` over the benchmark cases: the table and the trace's copy (and Proton's
+        on a GPU). Each case's set is placed in the child's slots as a timed set is (:meth:`_profile_sets`)."""
+        replies = self._profile_sets(child, "profile", deadline, {"trace_file": "trace.json"},
+                                     REPLY_SLACK_BYTES + 16 * PROFILE_TABLE_LIMIT)
+        table = replies[-1].get("table") if replies else None
         profile: dict[str, Any] = {
             "table": str(table)[:PROFILE_TABLE_LIMIT],
             "sort_by": "self_cuda_time_total" if self.device == DeviceClass.cuda else "self_cpu_time_total",
@@ -382,10 +400,28 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
             profile["trace_file"] = child.copy_out("trace.json", self.options.trace_dir / f"{stem}.trace.json",
                                                    TRACE_FILE_LIMIT)
         if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only: Proton in a process of its own
-            profile["proton"] = self._proton(sets, labels, deadline, stem)
+            profile["proton"] = self._proton(deadline, stem)
         return profile
 
-    def _proton(self, sets: list[Any], labels: list[str], deadline: float, stem: str) -> str | None:  # pragma: no cover - GPU-only
+    def _profile_sets(self, child: SubmissionProcess, op: str, deadline: float, extra: dict[str, Any],
+                      max_bytes: int) -> list[dict[str, Any]]:
+        """One ``op`` request (``profile``, ``proton``) per benchmark case, its input set drawn
+        then and placed in the child's slots (:meth:`_place`, the child frozen), the request
+        carrying only its layout, as a timed request does: never the sets themselves through the
+        socket, and one set at a time on the judge's device. The profiler runs from the request
+        marked ``first`` to the one marked ``last``, which answers the results; the answers."""
+        cases = self.definition.benchmark_cases(self.device)  # type: ignore[arg-type]
+        replies = []
+        for i, case in enumerate(cases):
+            self._where = f"profiling benchmark case {i} ({case.label()})"
+            layout = self._place(child, self._draw(case, case.seed), 0)  # outputs are not read
+            reply = child.request({"op": op, "inputs": layout, "label": f"case {i}: {case.label()}", "first": i == 0,
+                                   "last": i == len(cases) - 1, **extra}, deadline, max_bytes=max_bytes)
+            self._guard(child, reply)
+            replies.append(reply)
+        return replies
+
+    def _proton(self, deadline: float, stem: str) -> str | None:  # pragma: no cover - GPU-only
         """Proton in a second child: CUPTI takes one subscriber, which ``torch.profiler``
         holds in the first. The hatchet file's copy, or what went wrong (profiling is advisory)."""
         outer = self._where
@@ -393,10 +429,8 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         child = self._start(self.source)
         try:
             self._load(child)
-            reply = child.request({"op": "proton", "sets": sets, "labels": labels}, deadline,
-                                  max_bytes=REPLY_SLACK_BYTES)
-            self._guard(child, reply)
-            if self.options.trace_dir is None or not reply.get("proton"):
+            replies = self._profile_sets(child, "proton", deadline, {}, REPLY_SLACK_BYTES)
+            if self.options.trace_dir is None or not replies or not replies[-1].get("proton"):
                 return None
             return child.copy_out("proton.hatchet", self.options.trace_dir / f"{stem}.hatchet", TRACE_FILE_LIMIT)
         finally:
@@ -467,18 +501,14 @@ def _summary(result: EvalResult) -> str:
         msg += ("; its Triton kernels ran under Triton's interpreter (the CPU has no Triton backend): the outputs "
                 "were checked, the times measure the interpreter, not the kernel, so there is no speedup and no score")
         return msg
-    # the figures as the CLI and the pages write them (kernelrank.format)
-    if result.score_ns is not None and result.score_ci_ns is not None:
-        low, high = result.score_ci_ns
-        msg += f"; score {duration(result.score_ns)} (95% interval {duration(low)} .. {duration(high)})"
-    if result.speedup is not None and result.speedup_ci is not None:
-        msg += (f"; {speedup(result.speedup)} the reference "
-                f"({speedup(result.speedup_ci[0])} .. {speedup(result.speedup_ci[1])})")
+    # no figures here: score and speedup are the result's fields, which every view formats once
+    # (a submission's headline score is the ranked one, not this run's)
     flagged = [c for c in bench if c.noisy]
     if flagged:
         worst = max(flagged, key=lambda c: (c.pairing or {}).get("half_width", 0.0))
         width = (worst.pairing or {}).get("half_width", math.inf)
         what = f"{worst.label} is known to ±{width:.1%} only after its extra time (the machine was busy)"
+        what = next(filter(None, (disturbed.case_note(c.label, c.pairing) for c in flagged)), what)
         if result.noisy:
             msg += f"; too noisy to rank: {what}; not ranked until measured again"
         else:

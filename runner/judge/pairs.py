@@ -6,13 +6,12 @@ and figures per request, and the case timed in pairs, with the rules its judged 
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from kernelrank.runner.judge import judging
+from kernelrank.runner.judge import disturbed, judging
 
 from kernelrank.runner import stats
 from kernelrank.runner.results import CaseResult
@@ -129,6 +128,9 @@ class Call:
     faults: int | None = None
     #: CPU time of the process's whole cgroup in the window (ns; ``None``: not readable)
     job_cpu: int | None = None
+    #: what disturbed the request (:data:`~kernelrank.runner.judge.disturbed.KINDS`: the GPU
+    #: throttled, work overlapping the flush), or ``None``; its pair is then not counted
+    disturbed: str | None = None
 
 
 @dataclass
@@ -141,7 +143,8 @@ class PairedCase:
     ref: Side
     #: every pair timed, in order: ``(submission's call, reference's call, submission first,
     #: which pair of processes timed it, counted)``; a pair is not counted (timed and checked
-    #: all the same) while one of its processes is not warm yet (:meth:`Side.settle`)
+    #: all the same) while one of its processes is not warm yet (:meth:`Side.settle`), nor when
+    #: one of its requests was disturbed (:attr:`Call.disturbed`)
     raw: list[tuple[Call, Call, bool, int, bool]] = field(default_factory=list)
     #: the case's own wall time so far (s): its warm-up and its slices of the rounds, not the
     #: other cases' slices in between (:meth:`_Evaluation._rounds`)
@@ -174,8 +177,23 @@ class PairedCase:
 
     @property
     def warmup_pairs(self) -> int:
-        """Pairs timed and checked but not counted."""
-        return sum(1 for p in self.raw if not p[4])
+        """Pairs timed and checked but not counted because a process was not warm yet (not
+        counted as disturbed: :meth:`disturbed_pairs`)."""
+        return sum(1 for p in self.raw if not p[4] and not (p[0].disturbed or p[1].disturbed))
+
+    def disturbed_pairs(self) -> dict[str, Any]:
+        """The pairs left out as disturbed (:mod:`~kernelrank.runner.judge.disturbed`): how many
+        per cause (a pair whose two requests were disturbed by different causes counts for the
+        submission's), their share of the pairs timed, and whether that makes the case noisy
+        (:func:`~kernelrank.runner.judge.disturbed.too_disturbed`)."""
+        counts = {kind: 0 for kind in disturbed.KINDS}
+        for sub, ref, *_rest in self.raw:
+            kind = sub.disturbed or ref.disturbed
+            if kind is not None:
+                counts[kind] += 1
+        total = sum(counts.values())
+        return {**counts, "share": total / len(self.raw) if self.raw else 0.0,
+                "too_many": disturbed.too_disturbed(total, len(self.raw))}
 
     def judged(self) -> tuple[list[float], list[float], float]:
         """``(submission's, reference's judged times, the reference's overhead)`` (ns), both
@@ -237,6 +255,17 @@ class PairedCase:
         path, sub, _ = rule
         return {**sub.to_dict(), "cores": self.cores, "path_median_ns": path.median_ns, "path_spread_ns": path.spread_ns}
 
+    def claims_replaced(self) -> int:
+        """The submission's counted claims the judge's clock replaced (:meth:`judged`: the call
+        counts for its share of what the windows support, more than its claim, CPU charges
+        included)."""
+        sub, _ref, _overhead = self.judged()
+        if len(self.ref.windows) < judging.RUNNER_OVERHEAD_MIN_SAMPLES:
+            base = [float(c) for c in self.sub.claims]
+        else:
+            base = self.charged()[0]
+        return sum(1 for j, c in zip(sub, base) if j > c * (1 + 1e-9) + 1e-6)  # not rounding's last bit
+
     def paired_times(self) -> tuple[list[float], list[float]]:
         """Per pair (one request of each side on the same input sets), the submission's and the
         reference's judged time (ns): their calls' judged times together."""
@@ -290,14 +319,16 @@ def pair_record(sub: Call, ref: Call, sub_first: bool, process: int, counted: bo
     """One pair's raw figures, as the ``pairs`` event carries them (``bench/record_timings.py``):
     ``[submission first (0/1), its claim, window, main-thread CPU, the reference's claim, window,
     main-thread CPU, calls per request, which pair of processes timed it (0..K-1), counted (0: a
-    warm-up pair, :meth:`Side.settle`), the submission's page faults, the reference's (-1:
-    unreadable), the submission's job CPU time in its window, the reference's (-1: unreadable)]``,
+    warm-up pair, :meth:`Side.settle`, or a disturbed one), the submission's page faults, the reference's (-1:
+    unreadable), the submission's job CPU time in its window, the reference's (-1: unreadable),
+    what disturbed the pair (:func:`~kernelrank.runner.judge.disturbed.pair_code`: 0 nothing)]``,
     times in ns (a request's claim: its calls' together). Recordings made before a field was
     added end before it."""
     return [int(sub_first), sub.claim, sub.window, sub.main_cpu, ref.claim, ref.window, ref.main_cpu,
             max(1, len(sub.claims)), process, int(counted),
             -1 if sub.faults is None else sub.faults, -1 if ref.faults is None else ref.faults,
-            -1 if sub.job_cpu is None else sub.job_cpu, -1 if ref.job_cpu is None else ref.job_cpu]
+            -1 if sub.job_cpu is None else sub.job_cpu, -1 if ref.job_cpu is None else ref.job_cpu,
+            disturbed.pair_code(sub.disturbed or ref.disturbed)]
 
 
 def faults_per_call(faults: list[int | None], sizes: list[int]) -> float | None:

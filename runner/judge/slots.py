@@ -12,13 +12,14 @@ places fresh ones for every input set.
 
 On CUDA (:class:`~kernelrank.runner.judge.device_slots.DeviceSlots`) the slots are device memory: the judge generates the
 inputs on the GPU, keeps its pristine copy there, and copies each input set into one device
-buffer it shares with the child once through CUDA IPC (``cudaIpcGetMemHandle`` by way of torch's
-``_share_cuda_``; the handle travels in the layout, a few hundred bytes of JSON). The child opens
-it once per buffer (:class:`~kernelrank.runner.submission.mapping.Mapping`), builds its input tensors as views of it, and copies its
+buffer, an allocation of its own (``cuMemCreate``, zeroed), that it shares with the child as a
+file descriptor (``cuMemExportToShareableHandle``; the descriptor crosses the socket as
+``SCM_RIGHTS`` beside the layout). The child maps it once per buffer (:class:`~kernelrank.runner.submission.mapping.Mapping`), builds its input tensors as views of it, and copies its
 output into the output slot on the device before it answers; the judge checks that output on the
 device. No tensor data crosses the host: only control messages cross the socket. The IPC calls
-themselves are :class:`~kernelrank.runner.judge.device_slots.CudaIpc` (GPU-only); the layout and the protocol are the same code on the
-CPU, tested with an in-process stand-in for IPC.
+themselves are :class:`~kernelrank.runner.slotformat.CudaDriver` (GPU-only); the layout, the
+protocol and :class:`~kernelrank.runner.slotformat.CudaVmm` are the same code on the CPU, tested
+with a stand-in driver over memory files.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ def nbytes(value: Any) -> int:
 
 class Arena:
     """The judge's side: owns the memory file (``fd``, inherited by the child), and on CUDA the
-    device slots (``ipc``: a :class:`~kernelrank.runner.judge.device_slots.CudaIpc`, or a stand-in in tests), which then hold every
+    device slots (``ipc``: a :class:`~kernelrank.runner.slotformat.CudaVmm`), which then hold every
     input set and output instead of the memory file."""
 
     def __init__(self, ipc: Any = None) -> None:

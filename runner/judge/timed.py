@@ -12,7 +12,7 @@ from typing import Any
 
 from kernelrank import vocab
 from kernelrank.problems import Case, CaseTiming
-from kernelrank.runner.judge import judging
+from kernelrank.runner.judge import disturbed, judging
 from kernelrank.runner import stats
 from kernelrank.runner.judge.answers import ReferenceFailed, RunEnded, ns_list, reference_submission, set_figures
 from kernelrank.runner.judge.pairs import (Call, InputSet, PairedCase, Side, faults_per_call, judge_cores, pair_record,
@@ -96,6 +96,7 @@ class TimedPhase:
         if calibration is not None and len(calibration) != len(cases):
             raise ValueError(f"the calibration has {len(calibration)} reference times for {len(cases)} benchmark cases")
         self._phase("reference")
+        self._clocks = disturbed.open_watch(self.device)
         k = self.processes(result.interpreted)
         references: list[SubmissionProcess] = []
         subs = [child]
@@ -111,8 +112,13 @@ class TimedPhase:
             for n, extra in enumerate(subs[1:], start=2):
                 self._load(extra, phase=False, where=f"loading the submission's timed process {n} of {k}")
             self._phase("benchmark")
+            if self._clocks is not None:
+                self._clocks.look(disturbed.own_pids(subs + references))
             done = self._rounds(cases, subs, references, result, deadline, calibration)
         finally:
+            if self._clocks is not None:  # the run's record: mean clock, throttled share, other processes
+                self._clocks.look(disturbed.own_pids(subs + references))
+                (result.device_info or {}).setdefault("clocks", {})["watch"] = self._clocks.summary()
             for reference in references:
                 reference.close()
             for n, extra in enumerate(subs[1:], start=2):
@@ -123,6 +129,9 @@ class TimedPhase:
                 self._pool = None
         if result.interpreted:
             return  # no speedup, no score: the times measure Triton's interpreter
+        if len(done) < len(cases):  # a case had every pair disturbed: no speedup, not ranked
+            result.noisy = True
+            return
         if not done:
             return
         # the cases share their pairs of processes: their offsets are estimated once for the run
@@ -133,7 +142,8 @@ class TimedPhase:
         result.speedup_ci = [combined.low, combined.high]
         result.speedup_interval = combined.to_dict()
         # ranked or not by how well the score is known, not by its worst case (stats.run_noisy)
-        result.noisy = stats.run_noisy(combined, len(done), self.timing.noisy_above)
+        result.noisy = (stats.run_noisy(combined, len(done), self.timing.noisy_above)
+                        or any(p.disturbed_pairs()["too_many"] for p, _i, _b in done))
         result.basis = "calibration" if calibration is not None else "run"
         if self.mode == Mode.leaderboard:
             score, low, high = combined.scaled(stats.geometric_mean(bases))
@@ -189,6 +199,10 @@ class TimedPhase:
                         result.interpreted = True
                         self.emit({"event": "case", "case": r})
                         continue
+                    if not paired.sub.claims:  # every pair disturbed (disturbed.py): nothing to judge
+                        r.noisy, r.pairing = True, {"pairs": 0, "disturbed": paired.disturbed_pairs()}
+                        self.emit({"event": "case", "case": r})
+                        continue
                     interval, basis = self._finish_case(paired, case, None if calibration is None else calibration[i])
                     self.emit({"event": "case", "case": r})
                     self.emit({"event": "pairs", "case": i, "pairs": [pair_record(*p) for p in paired.raw]})
@@ -211,6 +225,7 @@ class TimedPhase:
                                         max(0.0, main_overhead), paired.sub.sizes)
         # the job's CPU time outside the claims, as charged: 0 batches for honest code
         r.wall_check["job_cpu"] = paired.cpu_judgement()
+        r.claims_replaced = paired.claims_replaced()
         r.timing = stats.summarize(sub).to_dict()
         r.ref_timing = stats.summarize(ref).to_dict()
         if not r.wall_check["passed"]:
@@ -228,6 +243,7 @@ class TimedPhase:
         r.reference_ns = basis
         time_ns, low, high = interval.scaled(basis)
         r.speedup, r.speedup_ci = interval.estimate, [interval.low, interval.high]
+        r.noisy = r.noisy or paired.disturbed_pairs()["too_many"]
         r.time_ns, r.time_ci_ns = time_ns, [low, high]
         r.tflops, r.gbps = roofline(self.reference.flops(case.params), self.reference.bytes(case.params),
                                     r.timing["mean_ns"])
@@ -239,6 +255,8 @@ class TimedPhase:
             "slices": paired.slices,
             # timed and checked before both of their processes were warm (page faults): not counted
             "warm_up_pairs": paired.warmup_pairs,
+            # left out: the GPU throttled, or work overlapping the flush (disturbed.py)
+            "disturbed": paired.disturbed_pairs(),
             "faults_per_call": {side.name: faults_per_call(side.faults, side.sizes) for side in (paired.sub, paired.ref)},
             # the log standard error of the processes' offsets (stats.paired_speedup): more pairs do not shrink it
             "between_processes_log_se": interval.between_se,
@@ -342,6 +360,9 @@ class TimedPhase:
             if seen_all:
                 stop, noisy = judging.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
                                               judging.PRECISION[self.device], target=timing.target)
+                if interval is None and spent >= timing.cap * budget_s and paired.disturbed_pairs()["share"] > 0:
+                    stop = noisy = True  # every pair disturbed through the case's extra time (a slow kernel
+                    # whose processes are still warming up goes on: the mode's budget bounds it)
                 if stop:
                     r.noisy = noisy
                     paired.done = True
@@ -373,6 +394,8 @@ class TimedPhase:
                         paired.done = True
                         return
                 paired.number += len(chunk)
+                # a disturbed request (disturbed.py) leaves its pair out, as a cold process does
+                counted = counted and not (calls["submission"].disturbed or calls["reference"].disturbed)
                 paired.raw.append((calls["submission"], calls["reference"], first_side, process, counted))
                 for side in (paired.sub, paired.ref):
                     call = calls[side.name]

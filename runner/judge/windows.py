@@ -13,6 +13,7 @@ from typing import Any, Iterator
 import torch
 
 from kernelrank import vocab
+from kernelrank.runner.judge import disturbed
 from kernelrank.runner.judge.answers import ReferenceFailed, RunEnded, ns_list
 from kernelrank.runner.judge.pairs import Call, InputSet, Side
 from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ProtocolViolation
@@ -20,6 +21,10 @@ from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, Proto
 
 class Requests:
     """Timed requests (a mixin of :class:`~kernelrank.runner.judge.harness._Evaluation`)."""
+
+    #: the GPU's clock around each timed request (:mod:`~kernelrank.runner.judge.disturbed`);
+    #: ``None``: not watched (the CPU, no NVML)
+    _clocks: disturbed.ClockWatch | None = None
 
     def _side_go(self, side: Side, layout: dict[str, Any], deadline: float, ref_s: float,
                  read: bool = True, calls: int = 1) -> tuple[dict[str, Any], torch.Tensor | None]:
@@ -71,12 +76,15 @@ class Requests:
         job_before = child.cpu_ns()
         other_before = other.cpu_ns()
         faults_before = child.faults()
+        clock = self._clocks.before() if self._clocks is not None else None
         reply, _ = self._side_go(side, layout, deadline, max(s.ref_s for s in sets), read=False, calls=len(sets))
         window = child.span_ns
         faults_after = child.faults()
         other_after = other.cpu_ns()
         job_after = child.cpu_ns()
         main_cpu = child.main_cpu_ns() - main_before
+        # read once the window's figures are, as it may pause (every process frozen) after a throttled request
+        throttled = clock is not None and self._clocks is not None and self._clocks.after(clock)
         job_cpu = None if job_before is None or job_after is None else job_after - job_before
         claims = ns_list(reply.get("times_ns"), len(sets))
         if sum(claims) > window:
@@ -97,4 +105,8 @@ class Requests:
                 raise (ProtocolViolation if side.name == "submission" else ReferenceFailed)(
                     f"{self._where}: the {side.name}'s answer does not describe one output per input set")
         faults = None if faults_before is None or faults_after is None else faults_after - faults_before
-        return Call(sum(claims), window, main_cpu, claims, faults, job_cpu), replies
+        flushes = ns_list(reply["flush_ns"], len(sets)) if "flush_ns" in reply else None
+        bound = reply.get("flush_bound_ns")
+        overlapped = disturbed.flush_overlapped(flushes, bound if isinstance(bound, (int, float)) else None)
+        why = disturbed.THROTTLED if throttled else disturbed.FLUSH_OVERLAP if overlapped else None
+        return Call(sum(claims), window, main_cpu, claims, faults, job_cpu, why), replies

@@ -21,13 +21,12 @@ import json
 import os
 import socket
 import sys
-import time
 import traceback
 from typing import Any
 
 from kernelrank.runner.containment.isolation import SETUP_FAILED, Plan, enter, probe_report
 from kernelrank.runner.submission.steady import reserve_heap, resolve_vector_math, steady_allocator
-from kernelrank.vocab import DeviceClass
+from kernelrank.vocab import DeviceClass, Verdict
 
 SUBMISSION_FILE = "submission.py"
 _MESSAGE_LIMIT = 4096
@@ -40,14 +39,30 @@ _TRACEBACK_LIMIT = 16384
 
 
 def _error_kind(exc: BaseException) -> str:
-    """``compile_error`` for Python syntax, C++/CUDA build and Triton compilation failures, else
-    ``runtime_error``."""
+    """``compile_error`` for Python syntax, C++/CUDA build and Triton compilation failures,
+    ``out_of_memory`` for torch's allocator out of device memory (``torch.cuda.OutOfMemoryError``,
+    also under the budget :func:`_cap_device_memory` set), else ``runtime_error``."""
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(exc, torch.cuda.OutOfMemoryError):
+        return Verdict.out_of_memory.value
     name = type(exc).__name__
     if isinstance(exc, SyntaxError) or name in ("CompilationError", "CalledProcessError"):
         return "compile_error"
     if isinstance(exc, RuntimeError) and ("Error building extension" in str(exc) or _PCH_FAILED in str(exc)):
         return "compile_error"
     return "runtime_error"
+
+
+def _cap_device_memory(budget: int) -> None:  # pragma: no cover - GPU-only: a CUDA device
+    """Cap torch's caching allocator on the current device at ``budget`` bytes (its share of the
+    device's total memory, ``torch.cuda.set_per_process_memory_fraction``), so that an allocation
+    past it raises ``torch.cuda.OutOfMemoryError`` here rather than starving the judge or the
+    reference. Submitted code can lift it: the judge's own measure is what decides
+    (:mod:`kernelrank.runner.judge.devmem`)."""
+    import torch
+
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total))
 
 
 #: This package's folder: frames in it are the harness's (the child, the timer), not the submission's.
@@ -98,11 +113,12 @@ def _error(exc: BaseException) -> dict[str, Any]:
 
 
 class ChildLoop:
-    """Serves the judge's requests: ``hello``, ``load``, ``go``, ``profile``, ``exit``. Every answer names the watched functions found replaced, if any
+    """Serves the judge's requests: ``hello``, ``load``, ``go``, ``reserve``, ``profile``, ``proton``, ``exit``. Every answer names the watched functions found replaced, if any
     (``tampered``), and carries the fingerprint of the watched objects (``integrity``)."""
 
     def __init__(self, channel: Any, device: str, slots_fd: int = -1):
         from kernelrank.runner.submission.integrity import Integrity
+        from kernelrank.runner.submission.profiling import Profiler
         from kernelrank.runner.timing import WARMUP_MAX_CALLS, WARMUP_MIN_CALLS, WARMUP_SECONDS, make_timer
 
         self.channel = channel
@@ -122,10 +138,12 @@ class ChildLoop:
         self.interpreted = 0
         if slots_fd >= 0:
             from kernelrank.runner.submission.mapping import Mapping
-            from kernelrank.runner.slotformat import CudaIpc
+            from kernelrank.runner.slotformat import CudaVmm
 
-            # on CUDA the judge's input sets and the output slot are device memory it shares by CUDA IPC
-            self.slots = Mapping(slots_fd, ipc=CudaIpc() if device == DeviceClass.cuda else None)
+            # on CUDA the judge's input sets and the output slot are device memory it passes as a descriptor
+            self.slots = Mapping(slots_fd, ipc=CudaVmm() if device == DeviceClass.cuda else None)
+        self.profiler = Profiler(device, self.timer)
+        self.proton: Any = None
         self.integrity = Integrity(self.timer, self)
         self.integrity.record()
 
@@ -153,11 +171,16 @@ class ChildLoop:
     def op_hello(self, msg: dict[str, Any]) -> dict[str, Any]:
         """Isolation is in place; start torch's intra-op thread pool now, so threads seen after
         the submission's calls are compared with a baseline that already has it; freeze the
-        objects made so far out of the garbage collector's way."""
+        objects made so far out of the garbage collector's way. With ``device_memory_bytes`` (the
+        problem's budget) on CUDA, torch's allocator is capped at it before the submission is
+        imported (:func:`_cap_device_memory`; the judge measures from outside as well)."""
         import gc
 
         import torch
 
+        budget = msg.get("device_memory_bytes")
+        if self.device == DeviceClass.cuda and type(budget) is int and budget > 0:  # pragma: no cover - GPU-only
+            _cap_device_memory(budget)
         torch.ones(1 << 20).mul_(2)
         # bytes 0..63 at a known address: the judge checks it can read this process's memory
         # (outputs are then read in place, see mapping.Mapping.put_output)
@@ -233,7 +256,7 @@ class ChildLoop:
                 self.previous.track(out)
         interpreted = self._interpreted_launches() > launches
         with judges_own():
-            reply = {"ok": True, "times_ns": times, **self.slots.put_output(out, bool(msg.get("direct"))),
+            reply = {"ok": True, "times_ns": times, **self.timer.flush_report(), **self.slots.put_output(out, bool(msg.get("direct"))),
                      **({"alias": alias} if alias else {}), **({"interpreted": True} if interpreted else {})}
             self.pending.append(out)
             del out, data
@@ -289,44 +312,32 @@ class ChildLoop:
                 self.pending.append(out)
                 del out, data
         interpreted = self._interpreted_launches() > launches
-        return {"ok": True, "times_ns": times, "outs": outs, **({"interpreted": True} if interpreted else {})}
+        return {"ok": True, "times_ns": times, "outs": outs, **self.timer.flush_report(),
+                **({"interpreted": True} if interpreted else {})}
 
     def op_profile(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """``torch.profiler`` over a few calls per input set, labelled per case; answers the table
-        of kernels by self time and writes a Chrome trace to ``trace_file``."""
-        from torch.profiler import ProfilerActivity, profile, record_function
-
-        activities = [ProfilerActivity.CPU]
-        sort_by = "self_cpu_time_total"
-        if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only
-            activities.append(ProfilerActivity.CUDA)
-            sort_by = "self_cuda_time_total"
-        calls = int(msg.get("calls", 3))
-        with profile(activities=activities, record_shapes=True) as prof:
-            for label, data in zip(msg["labels"], msg["sets"]):
-                for _ in range(calls):
-                    with record_function(str(label)):
-                        self.kernel(data)
-                    self.timer.synchronize()
-        table = prof.key_averages().table(sort_by=sort_by, row_limit=int(msg.get("rows", 25)))
-        prof.export_chrome_trace(msg.get("trace_file", "trace.json"))
-        return {"ok": True, "table": table}
+        """``torch.profiler`` over a few calls on the input set the judge placed in the slots
+        (``inputs``, as ``go``'s), one request per benchmark case
+        (:class:`~kernelrank.runner.submission.profiling.Profiler`): the last answers the table of
+        kernels by self time and writes a Chrome trace to ``trace_file``."""
+        return self._profiled(msg, self.profiler)
 
     def op_proton(self, msg: dict[str, Any]) -> dict[str, Any]:  # pragma: no cover - GPU-only: Proton needs CUPTI
-        """Triton's Proton profiler over a few calls per input set, one scope per case; writes a
-        hatchet file. Its own process: CUPTI takes one subscriber, and
-        ``torch.profiler`` in the same process would hold it (the judge starts a second child)."""
-        import triton.profiler as proton
+        """Triton's Proton over a few calls on the placed input set, one scope per case
+        (:class:`~kernelrank.runner.submission.profiling.Proton`); the last request writes a hatchet file."""
+        from kernelrank.runner.submission.profiling import Proton
 
-        calls = int(msg.get("calls", 3))
-        proton.start(msg.get("proton_file", "proton"), hook="triton")
-        for label, data in zip(msg["labels"], msg["sets"]):
-            with proton.scope(str(label)):
-                for _ in range(calls):
-                    self.kernel(data)
-            self.timer.synchronize()
-        proton.finalize()
-        return {"ok": True, "proton": "proton.hatchet"}
+        if not isinstance(self.proton, Proton):
+            self.proton = Proton(self.timer)
+        return self._profiled(msg, self.proton)
+
+    def _profiled(self, msg: dict[str, Any], profiler: Any) -> dict[str, Any]:
+        if self.slots is None:
+            return {"ok": False, "kind": "protocol", "message": "no shared slots"}
+        self._hold_back()
+        with judges_own():
+            data = self.slots.build(msg["inputs"], self.device)
+        return profiler.request(msg, self.kernel, data)
 
     # -- helpers ------------------------------------------------------------------------------
     def _interpreted_launches(self) -> int:
@@ -350,15 +361,6 @@ class ChildLoop:
             counted._kernelrank_counted = True  # type: ignore[attr-defined]
             launcher.__call__ = counted
         return self.interpreted
-
-    def _snapshot(self, out: Any) -> dict[str, Any]:
-        """What the judge needs to check an output: for a plain tensor, a host copy taken now;
-        otherwise only the name of its type (which fails the check)."""
-        import torch
-
-        if type(out) is not torch.Tensor:  # noqa: E721
-            return {"out": None, "out_type": f"{type(out).__module__}.{type(out).__qualname__}", "out_device": None}
-        return {"out": out.detach().to("cpu", copy=True), "out_type": "torch.Tensor", "out_device": str(out.device)}
 
 
 def _install_modules(modules: dict[str, str]) -> None:
@@ -553,6 +555,10 @@ def serve(fd: int, device: str, threads: int, plan: Plan, slots_fd: int = -1) ->
     # which ignores the signals it sends itself, so abort() (a failed C assert, std::terminate)
     # ends in glibc's last resort, a SIGSEGV; without these words the verdict named only that
     faulthandler.enable(all_threads=True)
+    from kernelrank.runner.wire import STACK_FILE, STACK_SIGNAL
+
+    # where a call is when its deadline passes (compiling, or the submission's line that hangs)
+    faulthandler.register(STACK_SIGNAL, file=open(STACK_FILE, "a"), all_threads=True)  # noqa: SIM115 - kept open
     sock = socket.socket(fileno=fd)
     steady_allocator()
     import torch  # after the judge set the environment (TRITON_INTERPRET on the CPU)
@@ -560,9 +566,9 @@ def serve(fd: int, device: str, threads: int, plan: Plan, slots_fd: int = -1) ->
     if threads > 0:
         torch.set_num_threads(threads)
     resolve_vector_math()  # before any submitted code runs, from this one thread: see its docstring
-    from kernelrank.runner.wire import Link, LinkClosed
+    from kernelrank.runner.wire import MAX_FDS, Link, LinkClosed
 
-    channel = Link(sock)
+    channel = Link(sock, max_fds=MAX_FDS)  # the device slots' descriptors come with the judge's requests
     try:
         adapt_toolchain()
         ChildLoop(channel, device, slots_fd).serve()

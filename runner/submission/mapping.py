@@ -1,6 +1,7 @@
 """The shared slots as the child sees them (the submission's process): the memory file mapped, or the
-judge's device buffer opened through CUDA IPC, and layouts turned into tensors; outputs described
-for the judge (read in place, or copied into the output slot).
+judge's device buffer mapped from the descriptor it passed (:class:`~kernelrank.runner.slotformat.CudaVmm`),
+and layouts turned into tensors; outputs described for the judge (read in place, or copied into
+the output slot).
 
 The judge's side of the same memory, the layouts and the protocol: :mod:`kernelrank.runner.judge.slots`.
 """
@@ -13,13 +14,13 @@ from typing import Any
 import torch
 
 from kernelrank.runner.slotformat import ALIGN, MADV_POPULATE_WRITE, SlotError
-from kernelrank.runner.wire import DTYPES, dtype_name
+from kernelrank.runner.wire import DTYPES, Fd, dtype_name
 from kernelrank.vocab import DeviceClass
 
 
 class Mapping:
-    """The child's side: maps the memory file (or, on CUDA, opens the judge's device buffer
-    through ``ipc``) and turns layouts into tensors."""
+    """The child's side: maps the memory file (or, on CUDA, the judge's device buffer through
+    ``ipc``, a :class:`~kernelrank.runner.slotformat.CudaVmm`) and turns layouts into tensors."""
 
     def __init__(self, fd: int, ipc: Any = None):
         self.fd = fd
@@ -58,8 +59,8 @@ class Mapping:
 
     def build(self, layout: dict[str, Any], device: str = DeviceClass.cpu) -> Any:
         """The input set described by ``layout``, as tensors over the shared memory: the memory
-        file's (CPU), or the device buffer's when the layout names one (``ipc``), opened once per
-        generation.
+        file's (CPU), or the device buffer's when the layout names one (``vmm``), mapped once per
+        generation from the descriptor that came with the message (closed here either way).
 
         Each tensor is the same Python object on every call (per place in the set's tree and
         dtype), re-pointed at this call's slot: which objects a kernel receives depends only on
@@ -68,14 +69,22 @@ class Mapping:
         path, and its stale output fails; with fresh objects it hit only now and then, and a
         warm runner and ``kernelrank eval`` judged it differently."""
         self.out = layout["out"]
-        shared = layout.get("ipc")
+        shared = layout.get("vmm")
         if shared is not None:
-            if self.ipc is None:
-                raise SlotError("device slots offered, and this process has no CUDA IPC")
-            if shared["generation"] != self.generation:
-                # the judge's new device buffer; the old one stays mapped while tensors hold it
-                self.device_buf = self.ipc.open(shared["handle"])
-                self.generation = shared["generation"]
+            handle = shared.get("handle") if isinstance(shared, dict) else None
+            try:
+                if self.ipc is None:
+                    raise SlotError("device slots offered, and this process has no device memory sharing")
+                if not isinstance(handle, dict):
+                    raise SlotError("device slots without a handle")
+                if shared.get("generation") != self.generation:
+                    # the judge's new device buffer; the old one stays mapped while tensors hold it
+                    self.device_buf = self.ipc.open(handle)
+                    self.generation = shared["generation"]
+            finally:  # mapped (the mapping holds the memory) or already mapped: the descriptor is done
+                fd = handle.get("fd") if isinstance(handle, dict) else None
+                if isinstance(fd, Fd):
+                    fd.close()
             assert self.device_buf is not None
             return self._build(layout["data"], self.device_buf, device, ())
         self._remap(int(layout["size"]))

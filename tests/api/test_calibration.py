@@ -78,6 +78,9 @@ def test_scores_are_based_on_the_boards_calibration(client: TestClient, world: W
     assert [(r["user"], r["submission_id"]) for r in rows] == [("bob", bob), ("alice", alice)]
     assert rows[0]["score_ns"] == pytest.approx(basis / 2.0) and rows[1]["score_ns"] == pytest.approx(basis / 1.0)
     assert rows[0]["score_ci_ns"] == pytest.approx([basis / 2.1, basis / 1.9])
+    page = client.get(f"/submissions/{bob}", headers={"Authorization": f"Bearer {world.tokens['bob']}"}).text
+    # the page says once why its score moved: the board's calibration is still provisional
+    assert page.count('id="rebase-note"') == 1 and "has 2 of its 5 runs" in page
 
     for i in range(3):  # three more runs: the calibration is final after five
         _entry(client, world, "root", paired_result(0.5, 0.05, [1000.0 * (i + 1), 4000.0]))
@@ -87,6 +90,7 @@ def test_scores_are_based_on_the_boards_calibration(client: TestClient, world: W
     _entry(client, world, "root", paired_result(0.5, 0.05, [9e9, 9e9]))  # a sixth run changes nothing
     assert _calibration(world) == (5, [2000.0, 4000.0], True)
     assert _board(client)[0]["score_ns"] == pytest.approx(math.sqrt(2000.0 * 4000.0) / 2.0)
+    assert 'id="rebase-note"' not in client.get(f"/submissions/{bob}").text  # final: scores no longer move
 
 
 def test_entries_whose_intervals_overlap_are_tied(client: TestClient, world: World) -> None:

@@ -158,3 +158,24 @@ def test_a_late_report_of_the_job_before_a_requeue_is_dropped(client: TestClient
         assert record_run(s, sid, "public", passed_result(420.0), "runner-new", attempt=2) is True
     shown = client.get(f"/api/v1/submissions/{sid}", headers=world.auth("root")).json()
     assert [(r["attempt"], r["score_ns"]) for r in shown["runs"]] == [(2, 420.0)]
+
+
+def test_a_score_beyond_the_physics_floor_is_held_unranked_until_an_admin_clears_it(
+        client: TestClient, world: World) -> None:
+    # 0.5 TFLOP/s at 1 GB/s on a runner that multiplies at 0.1 TFLOP/s: five times its compute roof
+    ceilings = {"copy_gbps": 10.0, "matmul_tflops": {"float32": 0.1}}
+    fast = {"kind": "benchmark", "index": 0, "spec": {"M": 1}, "passed": True, "tflops": 0.5, "gbps": 1.0}
+    sid = submit(client, world.tokens["alice"], "softmax", mode="leaderboard").json()["id"]
+    record(sid, "public", passed_result(100.0, cases=[fast], ceilings=ceilings))
+    record(sid, "secret", passed_result(101.0, cases=[fast], ceilings=ceilings))
+    honest = ranked_submission(client, world, "bob", 900.0)
+    shown = client.get(f"/api/v1/submissions/{sid}").json()
+    assert shown["status"] == "passed" and shown["ranked"] is False and shown["needs_review"] is True
+    assert "physics floor" in shown["review_reason"] and "held for an admin's review" in shown["message"]
+    rows = client.get("/api/v1/leaderboards/softmax/cpu").json()["rows"]
+    assert [r["submission_id"] for r in rows] == [honest]  # not first: not ranked at all while held
+
+    r = client.post(f"/api/v1/admin/submissions/{sid}/clear-review", headers=world.auth("root"))
+    assert r.status_code == 200 and r.json()["needs_review"] is False and r.json()["ranked"] is True
+    rows = client.get("/api/v1/leaderboards/softmax/cpu").json()["rows"]
+    assert [r["submission_id"] for r in rows] == [sid, honest]

@@ -22,7 +22,7 @@ def test_multipart_submission_is_queued_with_the_secret_seed(client: TestClient,
     r = submit(client, world.tokens["alice"], "softmax")
     assert r.status_code == 202, r.text
     sid = r.json()["id"]
-    assert r.json() == {"id": sid, "status": "queued"}
+    assert r.json() == {"id": sid, "status": "queued", "message": ""}
     assert r.headers["location"] == f"/api/v1/submissions/{sid}"
     [(job, queue, time_limit)] = dispatched.calls
     softmax = next(p for p in real_problems if p.name == "softmax")
@@ -132,11 +132,12 @@ def test_list_shows_own_submissions_newest_first_with_filters(client: TestClient
 
 
 # -- refusals ---------------------------------------------------------------------------------------
-def _make_cpu_stale(world: World) -> None:
+def _make_cpu_stale(world: World, seconds: float | None = None) -> None:
     from kernelrank.db.session import session_scope
     from kernelrank.settings import get_settings
 
-    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=get_settings().runner_online_seconds + 5)
+    ago = seconds if seconds is not None else get_settings().runner_online_seconds + 5
+    old = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=ago)
     with session_scope() as s:
         for runner in s.query(Runner).all():
             runner.last_heartbeat = old
@@ -201,11 +202,22 @@ def test_malformed_requests_are_422_or_415(client: TestClient, world: World, dis
     assert dispatched.calls == []
 
 
-def test_a_device_whose_runner_went_quiet_is_refused(client: TestClient, world: World,
-                                                      dispatched: Recorder) -> None:
-    assert submit(client, world.tokens["alice"]).status_code == 202
-    _make_cpu_stale(world)
+def test_a_device_whose_runner_went_quiet_queues_and_says_so_until_it_is_forgotten(
+        client: TestClient, world: World, dispatched: Recorder) -> None:
+    from kernelrank.settings import get_settings
+
+    assert submit(client, world.tokens["alice"]).json()["message"] == ""  # a runner online: nothing to say
+    _make_cpu_stale(world, 600)  # restarting for ten minutes
+    r = submit(client, world.tokens["alice"])
+    assert r.status_code == 202, r.text
+    note = r.json()["message"]
+    assert "no runner of cpu is online now" in note and "10 min ago" in note and "waits in its queue" in note
+    page = client.get(f"/api/v1/submissions/{r.json()['id']}", headers=world.auth("alice")).json()
+    assert page["status"] == "queued" and page["message"] == note
+    _make_cpu_stale(world, get_settings().runner_remember_hours * 3600 + 60)  # gone for longer than remembered
     r = submit(client, world.tokens["alice"])
     assert r.status_code == 422
     assert "no runner serves device 'cpu'" in r.json()["detail"]
-    assert len(dispatched.calls) == 1
+    assert len(dispatched.calls) == 2
+
+

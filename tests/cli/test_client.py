@@ -199,7 +199,8 @@ def test_submit_passing_kernel_prints_the_result_table_and_exits_0(service: Serv
     assert ranked.returncode == 0, ranked.stderr
     out = ranked.stdout
     assert "double · test cases · cpu" in out and "double · leaderboard · cpu" in out
-    assert "verdict: passed" in out
+    assert "public run: passed" in out
+    assert "verdict:" not in out + ranked.stderr  # the verdict once: the submission's line
     assert "secret-seed run: passed" in out
     assert "ranked with score 250 µs" in out and "speedup over the reference: 2.00×" in out
     # progress on stderr: the runs and their cases as they arrived
@@ -212,7 +213,7 @@ def test_submit_wrong_kernel_exits_1_with_the_failing_case(service: Service) -> 
     p = service.run("submit", "double", str(SUBMISSIONS / "double_wrong.py"), "--mode", "test",
                     "--server", service.url, "--token", service.tokens["bob"])
     assert p.returncode == 1, p.stderr
-    assert "verdict: failed" in p.stdout and "FAIL" in p.stdout
+    assert "public run: failed" in p.stdout and "FAIL" in p.stdout
     assert "test case 0" in p.stdout  # the harness's message names the first failing case
 
 
@@ -455,4 +456,4 @@ def test_the_waiting_view_says_when_the_service_measures_again() -> None:
     assert "measuring again (measurement 2): its runs disagree" in out
     assert out.index("secret run: passed") < out.index("measuring again") < out.index("public (attempt 2) run: passed")
     assert "pass public (attempt 2): benchmark case 0 (M=1)" in out and "secret (attempt 2) run: passed" in out
-    assert "verdict: passed" in out
+    assert "verdict" not in out  # the submission's view that follows states the verdict, once

@@ -121,6 +121,27 @@ def test_supervise_stops_cleanly_on_sigterm(tmp_path: Path, monkeypatch: pytest.
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_supervise_says_ready_once_when_the_service_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import threading
+
+    monkeypatch.setattr(serve, "READY_POLL_S", 0.1)
+    sleeper = serve.Child("sleeper", [sys.executable, "-c", "import time; time.sleep(120)"], tmp_path / "sleeper.log")
+    asks: list[float] = []
+
+    def ready() -> str | None:
+        asks.append(time.monotonic())
+        if len(asks) < 3:
+            raise RuntimeError("database not migrated yet")  # asked again, never fatal
+        return None if len(asks) < 5 else "runner r1 takes cpu jobs"
+
+    said: list[str] = []
+    threading.Timer(4.0, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    assert serve.supervise([sleeper], {"PATH": "/usr/bin:/bin"}, said.append, ready=ready) == 0
+    ready_lines = [m for m in said if m.startswith("serve: ready:")]
+    assert len(ready_lines) == 1 and "runner r1 takes cpu jobs" in ready_lines[0] and len(asks) == 5
+
+
 def test_supervise_kills_orphaned_grandchildren(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A process left behind by a dead judge (its own session, like a judged kernel) is adopted
     by serve and killed, not left running."""

@@ -76,3 +76,18 @@ def test_fit_table_refuses_a_row_of_the_wrong_length() -> None:
     with pytest.raises(ValueError, match="1 cells for 2 columns"):
         table.add_row("x")
     assert "(none)" in _render(table.vertical(), 20)
+
+
+def test_the_tie_legend_shows_only_where_an_entry_is_tied() -> None:
+    from kernelrank.cli.views import leaderboard_table
+
+    def board(*tied: bool) -> dict:
+        rows = [{"rank": i + 1, "user": f"u{i}", "score_ns": 1000.0 * (i + 1), "score_ci_ns": [900.0, 1100.0 * (i + 1)],
+                 "speedup": 1.0, "tied": t, "language": "pytorch", "submitted_at": "2026-12-01T10:00:00"}
+                for i, t in enumerate(tied)]
+        return {"problem": "softmax", "device": "cpu", "revision": "abc", "rows": rows}
+
+    legend = "= tied: its 95% interval overlaps"
+    assert legend not in _render(leaderboard_table(board()), 120)  # empty board
+    assert legend not in _render(leaderboard_table(board(False, False)), 120)
+    assert legend in _render(leaderboard_table(board(False, True)), 120)

@@ -309,3 +309,13 @@ def test_the_login_line_serve_prints_can_be_pasted(service: Service, tmp_path: P
     out = subprocess.run(kernelrank + ["problems", "list", "--json"], env=env, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and "softmax" in out.stdout, out.stderr
+
+
+def test_serve_says_ready_once_its_runner_takes_jobs(service: Service) -> None:
+    """Once the CPU runner is past its start, ``serve`` says so, once, naming it."""
+    err_path = service.data_dir.parent / "serve.err"
+    deadline = time.monotonic() + 30  # polled every second; the runner is already online here
+    while time.monotonic() < deadline and "serve: ready:" not in err_path.read_text():
+        time.sleep(0.5)
+    ready = [ln for ln in err_path.read_text().splitlines() if ln.startswith("serve: ready:")]
+    assert len(ready) == 1 and "takes cpu jobs" in ready[0], service.logs()

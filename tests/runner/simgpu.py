@@ -10,7 +10,10 @@ runs on it unchanged. The model (times in ns):
   all); an event recorded on a stream completes when the work queued before it has
   (``max(h, s.free_at)``), and ``elapsed_time`` is the difference of two completions, in ms;
 - ``synchronize`` waits for every stream; ``Event.synchronize`` for one event;
-- the **L2 flush** is a kernel of ``flush_bytes / bandwidth`` on the current stream;
+- the **L2 flush** is a kernel of ``flush_bytes / bandwidth`` on the current stream; with
+  ``contend=True`` a kernel on another stream that runs while the flush does shares the device
+  with it: the flush lasts as much longer as they overlap, and what was queued after it on its
+  stream (the start event) waits as long;
 - **graphs**: while capturing, launches on the current stream are recorded instead of run; a
   replay costs one launch and queues them all.
 
@@ -64,6 +67,8 @@ class SimEvent:
         s = gpu.current
         self.time = max(gpu.host, s.free_at)
         s.free_at = self.time
+        if gpu.flush_window is not None and s is gpu.flush_window[0]:
+            gpu.after_flush.append(self)  # moved if work beside the flush lengthens it
 
     def synchronize(self) -> None:
         if self.time is None:
@@ -86,11 +91,17 @@ class SimGPU:
         record_ns: host time an event record costs.
         wake_ns: host time from what a wait waited for to the wait's return.
         flush_bytes, bandwidth: size and speed of the L2 flush kernel.
+        contend: whether work on another stream lengthens a flush it overlaps (module docstring).
     """
 
     def __init__(self, launch_ns: int = 20_000, record_ns: int = 1_000, wake_ns: int = 2_000,
-                 flush_bytes: int = FLUSH_BYTES, bandwidth: float = BANDWIDTH_BYTES_PER_S):
+                 flush_bytes: int = FLUSH_BYTES, bandwidth: float = BANDWIDTH_BYTES_PER_S, contend: bool = False):
         self.launch_ns, self.record_ns, self.wake_ns = launch_ns, record_ns, wake_ns
+        self.contend = contend
+        #: the last flush, where contend: (its stream, start, end, its index in busy)
+        self.flush_window: tuple[SimStream, int, int, int] | None = None
+        #: events recorded on the flush's stream since it was queued
+        self.after_flush: list[SimEvent] = []
         #: the event class, bound once as TorchCuda binds torch.cuda.Event (the tripwire watches it)
         self.Event = SimEvent
         self.flush_ns = int(flush_bytes / bandwidth * 1e9)
@@ -119,7 +130,28 @@ class SimGPU:
         start = max(self.host, s.free_at)
         s.free_at = start + duration_ns
         self.busy.append((s.name, start, s.free_at))
+        if self.flush_window is not None and s is not self.flush_window[0]:
+            self._contend(start, s.free_at)
         return s.free_at
+
+    def _contend(self, start: int, end: int) -> None:
+        """A kernel on another stream ran ``start``-``end``: the flush is lengthened by their
+        overlap, and what was queued after it on its stream moves as much."""
+        stream, f0, f1, i = self.flush_window  # type: ignore[misc]
+        overlap = min(end, f1) - max(start, f0)
+        if overlap <= 0:
+            return
+        for e in self.after_flush:
+            if e.time is not None and e.time >= f1:
+                e.time += overlap
+        for j in range(i + 1, len(self.busy)):
+            name, b0, b1 = self.busy[j]
+            if name == stream.name and b0 >= f1:
+                self.busy[j] = (name, b0 + overlap, b1 + overlap)
+        if stream.free_at >= f1:
+            stream.free_at += overlap
+        self.busy[i] = (self.busy[i][0], f0, f1 + overlap)
+        self.flush_window = (stream, f0, f1 + overlap, i)
 
     def wait_stream(self, other: SimStream, waiter: SimStream | None = None) -> None:
         """``waiter`` (default: the current stream) waits for the work queued on ``other`` so far
@@ -139,7 +171,9 @@ class SimGPU:
         self.host = max(self.host, *(s.free_at for s in self.streams)) + self.wake_ns
 
     def flush_l2(self) -> None:
-        self.kernel(self.flush_ns)
+        end = self.kernel(self.flush_ns)
+        if self.contend and self.capturing is None:
+            self.flush_window, self.after_flush = (self.current, end - self.flush_ns, end, len(self.busy) - 1), []
 
     def capture(self, fn: Callable[[], Any]) -> tuple[SimGraph, Any]:
         graph = SimGraph(self)
@@ -152,3 +186,59 @@ class SimGPU:
 
     def clock_ns(self) -> int:
         return self.host
+
+
+class SimOutOfMemory(RuntimeError):
+    """An allocation the simulated allocator refused (``torch.cuda.OutOfMemoryError``'s part)."""
+
+
+class SimDeviceMemory:
+    """The simulated device's memory, as the driver keeps it: a pool per process (bytes held, by
+    pid), the whole device's use, and a cap per process on its allocator (what
+    ``torch.cuda.set_per_process_memory_fraction`` sets). It is also a
+    :class:`~kernelrank.runner.judge.devmem.DeviceMemoryMeter`, as NVML answers one:
+    ``device_used`` (``nvmlDeviceGetMemoryInfo``'s ``used``) and ``process_used`` of a child's
+    pid (``nvmlDeviceGetComputeRunningProcesses``), which is ``None`` with ``lists_processes``
+    off (a container whose PID namespace NVML's host pids do not match).
+
+    Args:
+        total: the device's memory (bytes; an H100's 80 GB by default).
+        lists_processes: whether per-process use is reported (see above).
+    """
+
+    def __init__(self, total: int = 80 * 10**9, lists_processes: bool = True):
+        self.total, self.lists_processes = total, lists_processes
+        self.held: dict[int, int] = {}
+        self.caps: dict[int, int] = {}
+
+    def cap(self, pid: int, fraction: float) -> None:
+        """``set_per_process_memory_fraction(fraction)`` in process ``pid``."""
+        self.caps[pid] = int(fraction * self.total)
+
+    def allocate(self, pid: int, n: int, through_allocator: bool = True) -> None:
+        """Process ``pid`` allocates ``n`` bytes; ``through_allocator=False`` goes around torch's
+        allocator (``cudaMalloc`` from an extension), which its cap does not see.
+
+        Raises:
+            SimOutOfMemory: past the process's cap (through the allocator) or the device's memory.
+        """
+        held = self.held.get(pid, 0)
+        if through_allocator and pid in self.caps and held + n > self.caps[pid]:
+            raise SimOutOfMemory(f"CUDA out of memory: tried to allocate {n} bytes past the process's cap")
+        if sum(self.held.values()) + n > self.total:
+            raise SimOutOfMemory(f"CUDA out of memory: tried to allocate {n} bytes, the device is full")
+        self.held[pid] = held + n
+
+    def free(self, pid: int, n: int | None = None) -> None:
+        """Process ``pid`` frees ``n`` bytes (``None``: all it holds, as when it exits)."""
+        left = 0 if n is None else max(0, self.held.get(pid, 0) - n)
+        self.held[pid] = left
+
+    # -- the meter --------------------------------------------------------------------------------
+    def device_used(self) -> int | None:
+        return sum(self.held.values())
+
+    def process_used(self, child: Any) -> int | None:
+        if not self.lists_processes:
+            return None
+        return self.held.get(int(child.pid), 0)

@@ -140,3 +140,59 @@ def test_the_isolation_record_names_the_containment(double, options) -> None:
     assert r.isolation["containment"] == LAYOUT.name and r.isolation["cleanup"] == "by cgroup"
     if r.isolation["method"] != "none":
         assert r.isolation["pid_namespace"] is True
+
+
+_READ_ONLY_TREE = """set -e
+for m in $(awk '$5 ~ "^/sys/fs/cgroup" {print $5}' /proc/self/mountinfo); do mount -o remount,bind,ro "$m"; done
+exec "$@"
+"""
+
+
+@needs_cgroups
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/unshare").exists(), reason="needs root and unshare")
+def test_a_read_only_cgroup_tree_is_one_problem_that_names_the_fix() -> None:
+    """Docker's default: the cgroup tree mounted read-only. Here every cgroup mount is remounted
+    read-only in a mount namespace of the probe's own; the same probe on the real tree finds none."""
+    probe = "from kernelrank.runner.containment import cgroups; print(cgroups.containment_problem())"
+    out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _READ_ONLY_TREE, "sh",
+                          sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    problem = out.stdout.strip()
+    assert problem.startswith("the runner cannot make job cgroups") and "leaderboard jobs are refused" in problem
+    assert "`cgroup: private`" in problem and "Delegate=yes" in problem
+    assert cgroups.containment_problem() is None  # the real tree: a probe group made and removed
+    assert not any((mount / cgroups.PARENT / f"probe-{os.getpid()}").exists()
+                   for mount in [LAYOUT.freezer[1], *(m for _k, m in LAYOUT.controllers.values())])
+
+
+def test_no_tree_at_all_is_a_problem(tmp_path: Path) -> None:
+    assert "nothing under" in (cgroups.containment_problem(str(tmp_path / "absent")) or "")
+    cgroups.detect.cache_clear()
+
+
+def test_a_limit_without_its_controller_says_why_the_controller_is_missing(tmp_path: Path) -> None:
+    """cgroup v2 in a container whose own group holds processes: enabling ``+pids`` for the subtree
+    fails (EBUSY), the job group has no ``pids.max``, and the limit's error carries the reason."""
+    root = tmp_path / "v2"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("pids memory\n")
+    (root / "cgroup.subtree_control").mkdir()  # a write into it fails, as EBUSY would
+    layout = cgroups.detect(str(root))
+    group = cgroups.JobGroup("probe-1", layout)
+    assert set(group.enable_errors) == {"pids", "memory"}
+    (group.freezer_dir / "pids.max").mkdir()  # the limit's file cannot be written
+    with pytest.raises(cgroups.CgroupError, match=r"pids controller could not be enabled: \+pids into .*_control"):
+        group._write_limit("pids", "pids.max", "8")
+    cgroups.detect.cache_clear()
+
+
+@needs_cgroups
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/usr/bin/unshare").exists(), reason="needs root and unshare")
+def test_the_runner_containers_entrypoint_makes_a_read_only_tree_usable() -> None:
+    """deploy/runner-entrypoint.sh (the compose runners' entrypoint) remounts the read-only cgroup
+    tree read-write in its own mount namespace; after it, the runner's start-up check finds no problem."""
+    entrypoint = Path(__file__).resolve().parents[2] / "deploy" / "runner-entrypoint.sh"
+    probe = "from kernelrank.runner.containment import cgroups; print(cgroups.containment_problem())"
+    out = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", _READ_ONLY_TREE, "sh",
+                          str(entrypoint), sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "None", (out.stdout, out.stderr)

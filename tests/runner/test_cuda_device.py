@@ -4,16 +4,22 @@ simulated device stands for in CI, checked against the hardware.
 - CudaTimer over torch.cuda: a short kernel reads near its events-only time, not the launch's;
   side-stream work left behind counts; a CUDA graph's per-call time;
 - the tripwire sees ``torch.cuda.Event.elapsed_time`` replaced;
-- CUDA IPC: a child process opens the judge's device buffer and writes into it;
+- the device slots (CudaVmm): a dedicated allocation, zeroed, outside torch's caching allocator;
+  a child in its own user and PID namespaces maps it from the descriptor it received and writes
+  its output there;
 - NVML facts of this GPU and the queue its name maps to;
 - the self-test on CUDA (quick, one problem).
 """
 
 from __future__ import annotations
 
-import json
+import os
+import shutil
+import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -82,32 +88,67 @@ def test_tripwire_sees_event_methods_replaced() -> None:  # pragma: no cover - G
 
 
 _CHILD = """
-import json, sys, torch
-from kernelrank.runner.slotformat import CudaIpc
-buf = CudaIpc().open(json.loads(sys.argv[1]))
-ok = bool((buf[:16] == 7).all())
-buf[16:32].fill_(9)
-torch.cuda.synchronize()
-print(json.dumps({"ok": ok}))
+import os, socket, sys, time, torch
+from kernelrank.runner.slotformat import CudaVmm
+from kernelrank.runner.submission.mapping import Mapping
+from kernelrank.runner.wire import MAX_FDS, Link
+
+link = Link(socket.socket(fileno=int(sys.argv[1])), max_fds=MAX_FDS)
+slots = Mapping(-1, ipc=CudaVmm())
+(x,) = slots.build(link.recv(time.monotonic() + 120)["inputs"], "cuda")
+seen = int(torch.count_nonzero(slots.device_buf))  # the set's bytes; the rest of the slot is zeros
+link.send({"pid": os.getpid(), "seen": seen, "size": slots.device_buf.numel(), **slots.put_output(x * 3)})
 """
 
 
-def test_cuda_ipc_between_processes() -> None:  # pragma: no cover - GPU-only
+def test_a_slot_buffer_is_its_own_allocation_zeroed_outside_torchs_allocator() -> None:  # pragma: no cover - GPU-only
     import torch
 
-    from kernelrank.runner.slotformat import CudaIpc
+    from kernelrank.runner.slotformat import CudaVmm, SlotError
 
-    ipc = CudaIpc()
-    buf = ipc.allocate(1 << 20)
-    buf[:16].fill_(7)
-    handle = ipc.share(buf)
-    ipc.fence()
-    out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(handle)], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1])["ok"]
-    assert bool((buf[16:32] == 9).all())
-    ipc.release(buf, handle)
-    torch.cuda.synchronize()
+    torch.cuda.init()
+    reserved = torch.cuda.memory_reserved()
+    vmm = CudaVmm()
+    buf = vmm.allocate(3 << 20)
+    assert buf.is_cuda and buf.numel() >= 3 << 20 and not bool(buf.any())
+    assert torch.cuda.memory_reserved() == reserved  # not a block of torch's caching allocator
+    lo = buf.data_ptr()
+    for seg in torch.cuda.memory_snapshot():
+        assert not seg["address"] <= lo < seg["address"] + seg["total_size"]
+    with pytest.raises(SlotError):
+        vmm.share(torch.empty(3 << 20, dtype=torch.uint8, device="cuda"))
+    handle = vmm.share(buf)
+    assert handle["fd"].fd >= 0 and handle["size"] == buf.numel()
+    vmm.release(buf, handle)
+
+
+def test_a_child_in_its_own_namespaces_maps_the_slot_from_its_descriptor() -> None:  # pragma: no cover - GPU-only
+    import torch
+
+    from kernelrank.runner.judge.slots import Arena
+    from kernelrank.runner.slotformat import CudaVmm
+    from kernelrank.runner.wire import Link
+
+    unshare = shutil.which("unshare")
+    namespaced = unshare is not None and not subprocess.run([unshare, "-Urp", "--fork", "true"]).returncode
+    prefix = [unshare, "-Urp", "--fork"] if namespaced else []
+    arena = Arena(ipc=CudaVmm())
+    secret = torch.full((1 << 20,), 42, dtype=torch.int8, device="cuda")  # the judge's own: never mapped by the child
+    a = torch.full((3000,), 7, dtype=torch.int8, device="cuda")
+    ours, theirs = socket.socketpair()
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([*prefix, sys.executable, "-c", _CHILD, str(theirs.fileno())], pass_fds=(theirs.fileno(),),
+                            cwd=root, stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(root)})
+    theirs.close()
+    link = Link(ours)
+    link.send({"op": "go", "inputs": arena.place((a,), out_bytes=a.numel())}, time.monotonic() + 120)
+    reply = link.recv(time.monotonic() + 120)
+    assert proc.wait(120) == 0, proc.stderr.read()[-3000:]
+    assert reply["seen"] == a.numel() and reply["size"] == arena.device.size
+    if namespaced:
+        assert reply["pid"] == 1
+    assert torch.equal(arena.read_output(reply["out"]), a * 3) and bool((secret == 42).all())
+    arena.close()
 
 
 def test_nvml_facts() -> None:  # pragma: no cover - GPU-only

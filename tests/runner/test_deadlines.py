@@ -4,6 +4,7 @@ but honest kernel still finishes."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import time
 from pathlib import Path
@@ -72,6 +73,8 @@ def test_a_hang_is_a_verdict_within_seconds_naming_its_case(short_calls, options
     took = time.monotonic() - started
     assert r.status.value == "timeout", r.message
     assert case in r.message and which in r.message and "deadline" in r.message, r.message
+    at = re.search(r"it was at submission\.py line (\d+), in custom_kernel", r.message)  # where it hung
+    assert at and source.splitlines()[int(at.group(1)) - 1].strip() in ("while True:", "pass"), r.message
     assert took < 30, f"{took:.1f} s: the mode's 120 s budget, not the call's deadline, ended it"
 
 
@@ -80,3 +83,44 @@ def test_a_slow_but_honest_kernel_is_timed(short_calls, options) -> None:
     r = evaluate(short_calls.spec(), SLOW_BUT_HONEST, "benchmark", "cpu", options)
     assert r.status.value == "passed", r.message
     assert all(c.timing and c.timing["mean_ns"] >= 50e6 for c in r.cases if c.kind == "benchmark")
+
+
+@pytest.mark.parametrize("where, expected", [("torch/_inductor/fake_codegen.py", "passed"), ("mylib/slow.py", "timeout")])
+def test_a_first_call_compiling_past_its_deadline_is_not_a_hang(short_calls, options, where: str, expected: str) -> None:
+    """A first call that spends longer than ``first_call`` (4 s here) inside a compiler's frames (a
+    stand-in of inductor: code whose file is under ``torch/_inductor/``) is given time; the same
+    time spent anywhere else is a hang, named where it was (runner/judge/hangs.py)."""
+    source = f'''
+import time
+_code = compile("def build():\\n    t = time.monotonic()\\n    while time.monotonic() - t < 7.0:\\n        pass\\n",
+                "/x/{where}", "exec")
+_ns = {{"time": time}}
+exec(_code, _ns)
+_built = []
+
+def custom_kernel(data):
+    if not _built:
+        _ns["build"]()
+        _built.append(1)
+    return data[0] * 2
+'''
+    r = evaluate(short_calls.spec(), source, "test", "cpu", options)
+    assert r.status.value == expected, r.message
+    if expected == "timeout":
+        assert "it was at submission.py line" in r.message and "inside /x/mylib/slow.py" in r.message, r.message
+
+
+def test_a_cuda_only_problem_is_refused_on_the_cpu_with_its_reason(short_calls, options) -> None:
+    """An imported problem whose reference needs a GPU (``cuda_only``): a CPU run is an error
+    naming why, at once, and the service's reference check does not run it on the CPU."""
+    from kernelrank.problems import ProblemSpec
+    from kernelrank.services.reference_check import check_reference
+
+    spec = short_calls.spec()
+    only = ProblemSpec(spec.definition.model_copy(update={"cuda_only": "its reference needs aiter"}),
+                       spec.reference_source, spec.revision)
+    started = time.monotonic()
+    r = evaluate(only, SLOW_BUT_HONEST, "test", "cpu", options)
+    assert r.status.value == "error" and "runs on CUDA only: its reference needs aiter" in r.message
+    assert time.monotonic() - started < 5
+    assert check_reference(only) is None

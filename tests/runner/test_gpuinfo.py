@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,85 +9,7 @@ import pytest
 from kernelrank.runner.host import gpuinfo
 
 
-class NVMLError_NotSupported(Exception):  # noqa: N801 - pynvml's naming, which gpuinfo recognises
-    pass
-
-
-class NVMLError_NoPermission(Exception):  # noqa: N801
-    pass
-
-
-class FakeNVML:
-    """The pynvml functions gpuinfo calls, answering as an H100 SXM (or a MIG slice of one) does."""
-
-    def __init__(self, mig: bool = False, root: bool = False):
-        self.mig, self.root = mig, root
-        self.locked: tuple[int, int] | None = None
-        self.gpu, self.slice = object(), object()
-
-    def nvmlDeviceGetHandleByIndex(self, i: int) -> Any:
-        assert i == 3
-        return self.gpu
-
-    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> Any:
-        return self.slice if uuid.startswith("MIG-") else self.gpu
-
-    def nvmlDeviceIsMigDeviceHandle(self, h: Any) -> bool:
-        return h is self.slice
-
-    def nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self, h: Any) -> Any:
-        return self.gpu
-
-    def nvmlDeviceGetName(self, h: Any) -> bytes:
-        return b"NVIDIA H100 80GB HBM3 MIG 1g.10gb" if h is self.slice else b"NVIDIA H100 80GB HBM3"
-
-    def nvmlDeviceGetUUID(self, h: Any) -> str:
-        return "MIG-1234" if h is self.slice else "GPU-abcd"
-
-    def nvmlDeviceGetCudaComputeCapability(self, h: Any) -> tuple[int, int]:
-        assert h is self.gpu
-        return (9, 0)
-
-    def nvmlSystemGetDriverVersion(self) -> str:
-        return "570.86.15"
-
-    def nvmlSystemGetCudaDriverVersion(self) -> int:
-        return 12080
-
-    def nvmlDeviceGetMemoryInfo(self, h: Any) -> Any:
-        return SimpleNamespace(total=10 << 30 if h is self.slice else 80 << 30)
-
-    def nvmlDeviceGetClockInfo(self, h: Any, kind: int) -> int:
-        return {gpuinfo.CLOCK_SM: 1755, gpuinfo.CLOCK_MEM: 2619}[kind]
-
-    def nvmlDeviceGetMaxClockInfo(self, h: Any, kind: int) -> int:
-        return {gpuinfo.CLOCK_SM: 1980, gpuinfo.CLOCK_MEM: 2619}[kind]
-
-    def nvmlDeviceGetDefaultApplicationsClock(self, h: Any, kind: int) -> int:
-        return 1755
-
-    def nvmlDeviceGetPowerManagementLimit(self, h: Any) -> int:
-        return 700_000
-
-    def nvmlDeviceGetMigMode(self, h: Any) -> tuple[int, int]:
-        return (1, 1) if self.mig else (0, 1)
-
-    def nvmlDeviceGetMinorNumber(self, h: Any) -> int:
-        return 3
-
-    def nvmlDeviceGetPciInfo(self, h: Any) -> Any:
-        return SimpleNamespace(busId=b"00000000:9B:00.0")
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, h: Any) -> int:
-        raise NVMLError_NotSupported()
-
-    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h: Any) -> int:
-        return 0x4 | 0x20 | 0x10000
-
-    def nvmlDeviceSetGpuLockedClocks(self, h: Any, lo: int, hi: int) -> None:
-        if not self.root:
-            raise NVMLError_NoPermission("Insufficient Permissions")
-        self.locked = (lo, hi)
+from tests.runner.simnvml import NVMLError_NotSupported, SimNVML as FakeNVML
 
 
 def test_facts_of_a_whole_gpu() -> None:
@@ -156,3 +77,21 @@ def test_no_nvml_here_is_an_answer_not_a_failure() -> None:
         pytest.skip("a GPU is present")
     assert "error" in gpuinfo.runner_gpu(None)
     assert gpuinfo.run_clocks(None) is None
+
+
+def test_other_processes_leave_out_the_runners_own() -> None:
+    nvml = FakeNVML()
+    nvml.processes = [(100, 1 << 30), (200, 2 << 30), (300, None)]  # type: ignore[list-item]
+    others = gpuinfo.other_processes(nvml, nvml.gpu, {100})
+    assert others == [{"pid": 200, "used_bytes": 2 << 30}, {"pid": 300, "used_bytes": None}]
+
+
+def test_health_reads_ecc_retired_pages_and_compute_mode() -> None:
+    nvml = FakeNVML()
+    assert gpuinfo.health(nvml, nvml.gpu) == {
+        "ecc_uncorrected_volatile": 0, "ecc_uncorrected_aggregate": 0, "retired_pages": 0,
+        "retired_pending": False, "compute_mode": "default", "persistence_mode": True}
+    nvml.ecc, nvml.retired, nvml.retired_pending, nvml.compute_mode = {"volatile": 2, "aggregate": 5}, 3, True, 3
+    h = gpuinfo.health(nvml, nvml.gpu)
+    assert (h["ecc_uncorrected_volatile"], h["ecc_uncorrected_aggregate"], h["retired_pages"]) == (2, 5, 3)
+    assert h["retired_pending"] and h["compute_mode"] == "exclusive_process"

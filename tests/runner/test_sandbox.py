@@ -506,7 +506,7 @@ def test_speedup_beyond_the_bound_needs_review(double, options) -> None:
     spec = double.spec().__class__(definition, slow_reference, "slow-reference")
     r = evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", _options(options, threads=1))
     assert r.status.value == "passed", r.message
-    assert r.needs_review and "review bound of 2x" in r.review_reason
+    assert r.needs_review and "review bound of 2.00×" in r.review_reason
     assert r.to_dict()["needs_review"] is True
 
 

@@ -403,3 +403,14 @@ def test_the_output_check_row_says_whether_the_quick_rule_is_native(monkeypatch:
     slow = selftest_rows.output_check_row("cpu")
     assert slow.passed and slow.got == "torch (slower)" and "C compiler" in slow.detail
     assert selftest_rows.output_check_row("cuda").got == "torch on the device"
+
+
+def test_the_sandbox_row_without_a_cgroup_passes_and_names_the_fix() -> None:
+    """Test mode runs without a cgroup (docs/security.md), so the row passes; its note says that
+    leaderboard jobs are refused and how the operator gives the runner job cgroups."""
+    contained = {"method": "setuid", "network": "netns", "pid_namespace": True, "filesystem": "read-only"}
+    row = selftest_rows.sandbox_check({**contained, "containment": "none"})
+    assert row.passed and "no cgroup" in row.got
+    assert "refuses leaderboard jobs" in row.detail and "`cgroup: private`" in row.detail
+    row = selftest_rows.sandbox_check({**contained, "containment": "hybrid"})
+    assert row.passed and row.detail == "" and "cgroup hybrid, frozen outside calls" in row.got

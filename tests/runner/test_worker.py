@@ -203,3 +203,45 @@ def test_reports_name_the_attempt_the_job_was_for(double: Problem) -> None:
     worker.run_job(job(double, submission("double_ok.py"), attempt=2), RUNNER, reports)
     assert reports[0] == (JOB_STARTED, [7, RUNNER, 2])
     assert reports[1][0] == RECORD_RESULT and reports[1][1][4] == 2
+
+
+def test_a_runner_without_job_cgroups_refuses_leaderboard_jobs_and_still_tests(
+        double: Problem, monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """The start-up check finds no writable cgroup tree (here: a root with nothing in it); the
+    problem and its fix are in the heartbeat, a leaderboard job is rejected unrun with them, and a
+    test-mode job still runs (docs/security.md: containment is the leaderboard's requirement)."""
+    from kernelrank.runner.containment import cgroups
+
+    real = cgroups.containment_problem
+    monkeypatch.setattr(cgroups, "containment_problem", lambda: real(str(tmp_path / "read-only")))
+    monkeypatch.setattr(worker, "_containment", None)  # restored after
+    fast = worker.get_settings().model_copy(update={"runner_ceilings": False, "runner_allow_unisolated_network": False})
+    monkeypatch.setattr(worker, "get_settings", lambda: fast)
+    found = worker.check_containment()
+    assert found["job_cgroups"] is False and "Fix:" in found["problem"]
+    assert worker.heartbeat_info("cpu")["containment"] == found
+    reports = Reports()
+    worker.run_job(job(double, submission("double_ok.py"), mode="leaderboard"), RUNNER, reports)
+    public = reports.results()["public"]
+    assert public["status"] == "rejected" and "was not run" in public["message"]
+    assert "`cgroup: private`" in public["message"]
+    reports = Reports()
+    worker.run_job(job(double, submission("double_ok.py")), RUNNER, reports)
+    assert reports.results()["public"]["status"] == "passed"
+    assert worker.containment_refusal("leaderboard", allow_uncontained=True) is None  # the operator's override
+    cgroups.detect.cache_clear()
+
+
+def test_ceilings_are_probed_again_only_when_due_and_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelrank.runner.host import ceiling_probes
+
+    settings = worker.get_settings().model_copy(update={"runner_ceilings_refresh_minutes": 30.0})
+    monkeypatch.setattr(worker, "get_settings", lambda: settings)
+    monkeypatch.setattr(worker, "_ceilings", {"copy_gbps": 1.0, "probes": 1})
+    answers: list[dict | None] = [None, {"copy_gbps": 2.0, "probes": 2}]
+    asked: list[str] = []
+    monkeypatch.setattr(ceiling_probes, "refresh_if_idle", lambda q, cls, t: asked.append(q) or answers.pop(0))
+    assert not worker.refresh_ceilings("cpu", last=0.0, now=29 * 60.0) and asked == []  # not due
+    assert not worker.refresh_ceilings("cpu", last=0.0, now=31 * 60.0)  # due, but a job ran
+    assert worker.refresh_ceilings("cpu", last=0.0, now=32 * 60.0) and worker._ceilings["probes"] == 2
+    assert asked == ["cpu", "cpu"]

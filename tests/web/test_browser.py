@@ -160,8 +160,16 @@ def test_leaderboard_submission_through_the_page_is_ranked(dana_page, service: S
     assert seen[-1] == "passed", (seen, page.inner_text("#live"))
     assert page.locator("section.run[data-kind=public] table.timing tbody tr").count() == 2  # benchmark cases
     page.screenshot(path=screenshots / "submission.png", full_page=True)
+    page.set_viewport_size({"width": 1280, "height": 900})  # a laptop's window: every column in view
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    time_header = page.locator("section.run[data-kind=public] table.timing thead th").last
+    assert time_header.inner_text().startswith("Time") and time_header.bounding_box()["x"] + time_header.bounding_box()["width"] <= 1280
+    page.set_viewport_size({"width": 1200, "height": 900})
 
     page.goto("/problems/double")
+    board_top = page.locator('table.board[data-device="cpu"]').bounding_box()["y"]
+    assert board_top < page.locator("section.description").bounding_box()["y"]  # the board before the text
+    assert "geometric mean" in page.inner_text("#score-rule")
     first = page.locator('table.board[data-device="cpu"] tbody tr').first
     assert first.locator("td").nth(0).inner_text() == "1"
     assert first.locator("td").nth(1).inner_text() == "dana"

@@ -402,7 +402,7 @@ def test_submission_page_goes_live_to_verdict_with_stats(client: TestClient, wor
     record(sid, "secret", passed_result(1234.0))
     final = client.get(f"/submissions/{sid}/live").text
     assert 'data-status="passed"' in final and 'data-final="1"' in final
-    assert "1.23 µs" in final and "4.32 µs" in final and "<th>Std</th>" in final and "<td>10</td>" in final
+    assert "1.23 µs" in final and "4.32 µs" in final and "10 calls" in final and "min " in final
     assert "500 GFLOP/s" in final and "120 GB/s" in final and "1.50×" in final
     # code, logs and the profile table: owner and admins only
     assert "secret-ish log" not in final and "aten::softmax" not in final and "custom_kernel" not in final
@@ -439,7 +439,8 @@ def test_submission_page_shows_paired_figures(client: TestClient, world: World, 
     case = {"kind": "benchmark", "index": 0, "spec": {"N": 1}, "passed": True, "message": "ok",
             "timing": {"runs": 30, "mean_ns": 2000.0, "std_ns": 10.0, "min_ns": 1900.0, "max_ns": 2100.0},
             "ref_mean_ns": 3000.0, "speedup": 1.5, "speedup_ci": [1.4, 1.6], "time_ns": 2000.0,
-            "time_ci_ns": [1875.0, 2143.0], "noisy": True}
+            "time_ci_ns": [1875.0, 2143.0], "noisy": True, "claims_replaced": 3,
+            "pairing": {"pairs": 30, "disturbed": {"throttled": 2, "flush_overlap": 1, "share": 0.09, "too_many": False}}}
     record(sid, "public", {"status": "passed", "message": "ok", "cases": [case], "score_ns": 2000.0,
                            "speedup": 1.5, "speedup_ci": [1.4, 1.6], "score_ci_ns": [1875.0, 2143.0], "noisy": True})
     record(sid, "secret", {"status": "passed", "message": "ok", "cases": []})
@@ -447,6 +448,8 @@ def test_submission_page_shows_paired_figures(client: TestClient, world: World, 
     assert r.status_code == 200
     assert "1.40–1.60×" in r.text and "1.88–2.14 µs" in r.text and "Too noisy to rank" in r.text
     assert "(not ranked)" in r.text
+    # the claims the judge's clock replaced, and the pairs left out as disturbed, with the case
+    assert "Claims replaced" in r.text and '<td class="claims-replaced">3 ' in r.text and "(3 pairs disturbed)" in r.text
 
 
 def test_submission_page_shows_non_finite_error_figures(client: TestClient, world: World, browser_for) -> None:
@@ -460,3 +463,14 @@ def test_submission_page_shows_non_finite_error_figures(client: TestClient, worl
     record(sid, "public", {"status": "failed", "message": "bad", "cases": [case]})
     r = browser_for("alice").get(f"/submissions/{sid}")
     assert r.status_code == 200 and "<td>inf</td>" in r.text and "<td>nan</td>" in r.text
+
+
+def test_case_chart_draws_whole_labels_and_each_cases_interval() -> None:
+    from kernelrank.api.web import charts
+
+    labels = ["#0 M=4096 N=1024 dtype=float32", "#1 M=160 N=20000 dtype=bfloat16"]
+    svg = charts.case_times_chart(labels, [("alice", [(1.2e6, [1.1e6, 1.3e6]), (2.0e6, [1.9e6, 2.2e6])]),
+                                           ("bob", [None, (3.0e6, None)])], "cpu").decode()
+    assert all(label in svg for label in labels)  # whole: the dtype included
+    assert svg.count('class="ci"') == 2  # alice's two intervals; bob's case without one has none
+    assert "95% intervals" in svg and "(ms," in svg

@@ -58,3 +58,15 @@ def test_a_starting_runner_shows_its_self_tests_progress_and_a_cached_pass_says_
     body = {r["name"]: r for r in client.get("/api/v1/runners").json()["runners"]}
     assert body["runner-cpu-7"]["info"]["state"] == "starting: self-test 12/30"
     assert body["runner-cpu-8"]["info"]["self_test"]["cached"]["scope"] == "quick"
+
+
+def test_a_runner_without_job_cgroups_says_so_and_names_the_fix(client: TestClient, world: World) -> None:
+    problem = "the runner cannot make job cgroups: ... Fix: give its service `cgroup: private`"
+    _beat("runner-gpu-9", "cuda-h100-sxm", {"self_test": {"status": "passed"},
+                                            "containment": {"job_cgroups": False, "problem": problem}})
+    _beat("runner-gpu-10", "cuda-h100-sxm", {"self_test": {"status": "passed"}, "containment": {"job_cgroups": True}})
+    html = client.get("/runners").text
+    row = html[html.index("runner-gpu-9"):html.index("</tr>", html.index("runner-gpu-9"))]
+    assert "leaderboard jobs refused" in row and "`cgroup: private`" in row
+    contained = html[html.index("runner-gpu-10"):html.index("</tr>", html.index("runner-gpu-10"))]
+    assert "leaderboard jobs refused" not in contained

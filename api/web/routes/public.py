@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
@@ -51,7 +52,7 @@ def home(request: Request, session: SessionDep, settings: SettingsDep, user: Pag
     """Every problem with, per device, its leader, their score and speedup, and the entrants."""
     revs = visible_revisions(session, user)
     leaders = leaderboard.leaders(session, [r.id for r in revs])
-    served = runners.served_queues(session, settings.runner_online_seconds)
+    served = runners.served(session, settings.runner_online_seconds, settings.runner_remember_hours).queues
     rows = []
     for rev in revs:
         boards = devices_for(served, (dev for (rid, dev) in leaders if rid == rev.id))
@@ -70,9 +71,9 @@ def problem_page(name: str, request: Request, session: SessionDep, settings: Set
     rev = problems.get_revision(session, name, revision or None, include_hidden=hidden)
     d = problems.definition(rev)
     ranked = leaderboard.boards(session, rev.id, limit=BOARD_ROWS)
-    served = runners.served_queues(session, settings.runner_online_seconds)
+    served = runners.served(session, settings.runner_online_seconds, settings.runner_remember_hours).queues
     shown = [{"device": device, "rows": ranked.get(device, []),
-              "headline": case_label(d.benchmarks[device_class(device)][0])}
+              "headline": next((case_label(c) for c in d.benchmarks.get(device_class(device)) or []), "—")}
              for device in devices_for(served, ranked)]
     return render(request, "problem.html", user, rev=rev, d=d, boards=shown, served=sorted(served),
                   state=problems.state_of(rev.problem), deadline=problems.deadline_of(rev.problem),
@@ -113,21 +114,31 @@ def best_chart(name: str, device: str, session: SessionDep, user: PageUser, revi
     return Response(svg, media_type="image/svg+xml", headers=_SVG_HEADERS)
 
 
+def _figure(value: Any) -> float | None:
+    """A stored figure as a finite positive float, else ``None`` (a runner's report is data)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf") else None
+
+
 @router.get("/problems/{name}/charts/{device}/cases.svg")
 def cases_chart(name: str, device: str, session: SessionDep, user: PageUser, revision: str | None = None) -> Response:
-    """SVG: each benchmark case's mean time for the board's top entries."""
+    """SVG: each benchmark case's time (the one the score is built from) with its 95% interval,
+    for the board's top entries."""
     rev = _board_revision(session, name, device, revision, user)
-    cases = problems.definition(rev).benchmarks[device_class(device)]
+    cases = problems.definition(rev).benchmarks.get(device_class(device)) or []
     _, rows = leaderboard.leaderboard(session, name, device, limit=CHART_ENTRIES, revision=rev.revision,
                                       include_hidden=True)
     results = queries.public_results(session, [r.submission_id for r in rows])
     entries = []
     for r in rows:
-        means: dict[int, float] = {}
+        times: dict[int, tuple[float, list[float] | None]] = {}
         for case in results.get(r.submission_id, {}).get("cases") or []:
-            if isinstance(case, dict) and case.get("kind") == CaseKind.benchmark and case.get("timing"):
-                means[case.get("index")] = case["timing"].get("mean_ns")
-        entries.append((r.user, [means.get(i) for i in range(len(cases))]))
+            if isinstance(case, dict) and case.get("kind") == CaseKind.benchmark:
+                t = _figure(case.get("time_ns")) or _figure((case.get("timing") or {}).get("mean_ns"))
+                ci = case.get("time_ci_ns")
+                low, high = (_figure(ci[0]), _figure(ci[1])) if isinstance(ci, list) and len(ci) == 2 else (None, None)
+                if t:
+                    times[case.get("index")] = (t, [low, high] if low and high else None)
+        entries.append((r.user, [times.get(i) for i in range(len(cases))]))
     labels = [f"#{i} {case_label(c)}" for i, c in enumerate(cases)]
     return Response(charts.case_times_chart(labels, entries, device), media_type="image/svg+xml",
                     headers=_SVG_HEADERS)

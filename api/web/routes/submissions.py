@@ -23,7 +23,7 @@ from kernelrank.api.web.deps import PageUser, check_csrf, render
 from kernelrank.api.web.signin import signin_redirect
 from kernelrank.db.models import utcnow
 from kernelrank.format import queue_place
-from kernelrank.services import Invalid, TooLarge, limits, problems, queueing, runners, submissions
+from kernelrank.services import Invalid, TooLarge, calibration, limits, problems, queueing, runners, submissions
 from kernelrank.vocab import CPU_QUEUE, FINAL_STATUSES, MODES, STATUSES, CaseKind, Mode, RunKind
 
 router = APIRouter(include_in_schema=False)
@@ -42,7 +42,7 @@ def _view(session, sub, user, online_s: float) -> dict[str, Any]:
         queue = queue_place(place.position, (start - utcnow()).total_seconds() if start else None)
     return {"sub": submission_public(sub, full=full, with_code=full, admin=admin, queue=place), "full": full,
             "final": sub.status in FINAL_STATUSES, "queue": queue,
-            "id": sub.id}
+            "rebase_note": calibration.rebase_note(session, sub), "id": sub.id}
 
 
 @router.post("/problems/{name}/submit")
@@ -85,7 +85,7 @@ async def submit(name: str, request: Request, session: SessionDep, settings: Set
         raise TooLarge(f"submission is over the limit of {limit} bytes")
     sub = submissions.create_submission(
         session, user, name, device, mode, raw, filename[:255],
-        runners.served_queues(session, settings.runner_online_seconds), limit, dispatch,
+        runners.served(session, settings.runner_online_seconds, settings.runner_remember_hours), limit, dispatch,
         quota=limits.Limits.from_settings(settings))
     return RedirectResponse(f"/submissions/{sub.id}", status_code=303)
 
