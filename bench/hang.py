@@ -4,7 +4,7 @@ Starts a real ``kernelrank serve`` (API, control worker, one warm CPU runner) on
 default in a temp folder and submits, one after the other, softmax kernels that hang:
 
 1. on their first call (``while True: pass``), in test mode: stopped at the first call's deadline
-   (``budgets.first_call``, 60 s: JIT, autotuning and ``torch.compile`` happen there);
+   (``budgets.first_call``, 10 s; a call found compiling gets up to ``budgets.compile_call``);
 2. on their third call, in test mode: stopped at a later call's deadline
    (``max(call_floor, call_factor x the reference's time)``, 10 s);
 3. on their third call, in leaderboard mode (the mode whose budget was 600 s before per-call

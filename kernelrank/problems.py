@@ -82,8 +82,8 @@ class Budgets(_Strict):
     included); each mode bounds a whole evaluation in that mode after loading.
 
     Each call also has a deadline of its own, so a kernel that hangs is stopped within seconds,
-    naming its case and the line it hung at: the submission's first call gets ``first_call``;
-    every later call ``max(call_floor, call_factor x the reference's time for that input set)``,
+    naming its case and the line it hung at: the submission's first call gets ``first_call`` (or
+    a later call's deadline where that is longer); every later call ``max(call_floor, call_factor x the reference's time for that input set)``,
     per call of a batch. A call whose process is found compiling when its deadline passes
     (``torch.compile``, Triton's JIT, a C++/CUDA build: :mod:`kernelrank.runner.judge.hangs`) is
     given more time, up to ``compile_call`` seconds in all. The mode's budget stays the outer
@@ -106,9 +106,10 @@ class Budgets(_Strict):
     def call_deadline(self, first: bool, reference_s: float, calls: int = 1) -> float:
         """Seconds a request of ``calls`` calls may take (see the class), given the reference's
         time for one call on the same inputs (``reference_s``, seconds, the judge's measure)."""
-        if first:
-            return self.first_call + max(0, calls - 1) * max(self.call_floor, self.call_factor * reference_s)
-        return calls * max(self.call_floor, self.call_factor * reference_s)
+        later = max(self.call_floor, self.call_factor * reference_s)
+        if first:  # never less than a later call's: a slow case's first call is no hang either
+            return max(self.first_call, later) + max(0, calls - 1) * later
+        return calls * later
 
 
 class CaseTiming(_Strict):

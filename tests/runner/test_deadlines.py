@@ -61,6 +61,7 @@ def test_call_deadline_rule() -> None:
     assert b.call_deadline(False, 0.001) == 10            # the floor
     assert b.call_deadline(False, 0.5) == 50              # 100x the reference
     assert b.call_deadline(False, 0.5, calls=4) == 200    # per call of a batch
+    assert b.call_deadline(True, 1.0) == 100              # a first call never less than a later one
     with pytest.raises(ValueError):
         Budgets(call_factor=1)
 
