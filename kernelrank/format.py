@@ -50,6 +50,12 @@ def finite(value: object) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def positive(value: object) -> float | None:
+    """:func:`finite` where it is above zero (a rate, a time, a ceiling), else ``None``."""
+    x = finite(value)
+    return x if x is not None and x > 0 else None
+
+
 def significant(x: float, digits: int = DIGITS) -> str:
     """``x`` with ``digits`` significant digits in fixed-point notation, trailing zeros kept
     (``2.00``, ``35.9``, ``0.00123``); integers of more digits are written whole (``1234``).

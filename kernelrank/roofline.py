@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelrank.format import finite
+from kernelrank.format import positive
 from kernelrank.vocab import CaseKind, DeviceClass
 
 #: Bounds of a case on the roofline: below the ridge point memory bandwidth limits it, above it
@@ -38,11 +38,6 @@ DEFAULT_DTYPE = "float32"
 FLOOR_MARGIN = 0.25
 #: How a held submission's review reason starts (``judgement`` and the admin's clearing read it).
 FLOOR_REASON = "beyond the physics floor: "
-
-
-def _positive(value: Any) -> float | None:
-    x = finite(value)
-    return x if x is not None and x > 0 else None
 
 
 def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_gbps: float) -> float:
@@ -77,8 +72,8 @@ def case_roofline(tflops: Any, gbps: Any, peak_tflops: Any, bandwidth_gbps: Any)
         when no achieved rate has its ceiling. Values that are missing, zero or not finite count
         as unknown.
     """
-    f, b = _positive(tflops), _positive(gbps)
-    peak, bw = _positive(peak_tflops), _positive(bandwidth_gbps)
+    f, b = positive(tflops), positive(gbps)
+    peak, bw = positive(peak_tflops), positive(bandwidth_gbps)
     if f is not None and b is not None and peak is not None and bw is not None:
         intensity = f * 1e3 / b
         roof = attainable_tflops(intensity, peak, bw)
@@ -111,8 +106,8 @@ def clean_ceilings(ceilings: Any) -> dict[str, Any] | None:
     if not isinstance(ceilings, dict):
         return None
     rates = ceilings.get("matmul_tflops")
-    rates = {str(k): float(v) for k, v in rates.items() if _positive(v) is not None} if isinstance(rates, dict) else {}
-    bw = _positive(ceilings.get("copy_gbps"))
+    rates = {str(k): float(v) for k, v in rates.items() if positive(v) is not None} if isinstance(rates, dict) else {}
+    bw = positive(ceilings.get("copy_gbps"))
     if bw is None and not rates:
         return None
     return {**ceilings, "copy_gbps": bw, "matmul_tflops": rates}
@@ -131,7 +126,7 @@ def beyond_floor(result: dict[str, Any], device: str) -> str | None:
     """
     for case in result.get("cases") or []:
         roof = case.get("roofline") if isinstance(case, dict) else None
-        share = _positive((roof or {}).get("share"))
+        share = positive((roof or {}).get("share"))
         if share is None or share <= 1 + FLOOR_MARGIN:
             continue
         if roof.get("bound") == MEMORY and device != DeviceClass.cuda:

@@ -12,10 +12,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from kernelrank.importers.batch import CUDA_ONLY, IMPORTED, REFUSED, derive_names, find_sources, import_tree
@@ -24,9 +22,9 @@ from kernelrank.problems import load_problem
 from kernelrank.runner.judge.harness import evaluate
 from kernelrank.vocab import Verdict
 from tests.conftest import FIXTURES
+from tests.test_imports import KERNELRANK, folders  # noqa: F401 - folders: the problem folders fixture
 
 GM = FIXTURES / "imports" / "gpumode"
-KERNELRANK = str(Path(sys.executable).parent / "kernelrank")
 
 _TASK = """\
 files:
@@ -37,19 +35,6 @@ tests:
 benchmarks:
   - {bench}
 """
-
-
-@pytest.fixture
-def folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
-    """Empty problem folders, configured as the settings' problem folders."""
-    from kernelrank.settings import get_settings
-
-    problems, refs = tmp_path / "problems", tmp_path / "reference_kernels"
-    monkeypatch.setenv("KERNELRANK_PROBLEMS_DIR", str(problems))
-    monkeypatch.setenv("KERNELRANK_REFERENCE_KERNELS_DIR", str(refs))
-    get_settings.cache_clear()
-    yield problems, refs
-    get_settings.cache_clear()
 
 
 def _gm_folder(root: Path, rel: str, reference: str, tests: str, bench: str) -> Path:

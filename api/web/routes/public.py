@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Iterable
-from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import HTMLResponse
@@ -14,6 +13,7 @@ from sqlalchemy.orm import Session
 from kernelrank.api.deps import SessionDep, SettingsDep
 from kernelrank.api.web import charts, queries
 from kernelrank.api.web.deps import PageUser, render
+from kernelrank.format import positive
 from kernelrank.db.models import ProblemRevision, User, utcnow
 from kernelrank.problems import Case
 from kernelrank.services import Invalid, NotFound, leaderboard, problems, queueing, runners, submissions
@@ -114,11 +114,6 @@ def best_chart(name: str, device: str, session: SessionDep, user: PageUser, revi
     return Response(svg, media_type="image/svg+xml", headers=_SVG_HEADERS)
 
 
-def _figure(value: Any) -> float | None:
-    """A stored figure as a finite positive float, else ``None`` (a runner's report is data)."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < float("inf") else None
-
-
 @router.get("/problems/{name}/charts/{device}/cases.svg")
 def cases_chart(name: str, device: str, session: SessionDep, user: PageUser, revision: str | None = None) -> Response:
     """SVG: each benchmark case's time (the one the score is built from) with its 95% interval,
@@ -133,9 +128,9 @@ def cases_chart(name: str, device: str, session: SessionDep, user: PageUser, rev
         times: dict[int, tuple[float, list[float] | None]] = {}
         for case in results.get(r.submission_id, {}).get("cases") or []:
             if isinstance(case, dict) and case.get("kind") == CaseKind.benchmark:
-                t = _figure(case.get("time_ns")) or _figure((case.get("timing") or {}).get("mean_ns"))
+                t = positive(case.get("time_ns")) or positive((case.get("timing") or {}).get("mean_ns"))
                 ci = case.get("time_ci_ns")
-                low, high = (_figure(ci[0]), _figure(ci[1])) if isinstance(ci, list) and len(ci) == 2 else (None, None)
+                low, high = (positive(ci[0]), positive(ci[1])) if isinstance(ci, list) and len(ci) == 2 else (None, None)
                 if t:
                     times[case.get("index")] = (t, [low, high] if low and high else None)
         entries.append((r.user, [times.get(i) for i in range(len(cases))]))
