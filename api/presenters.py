@@ -32,6 +32,7 @@ from kernelrank.services import problems, users
 from kernelrank.services.leaderboard import LeaderboardRow
 from kernelrank.services.problem_admin import PushResult
 from kernelrank.services.queueing import QueuePlace
+from kernelrank.vocab import SubmissionStatus
 
 #: Characters of a message's first line shown to viewers who may not see its details.
 FIRST_LINE_CHARS = 300
@@ -59,6 +60,8 @@ def submission_public(sub: Submission, full: bool, with_code: bool, admin: bool 
         started_at=sub.started_at, finished_at=sub.finished_at, progress=sub.progress or {},
         queue_position=queue.position if queue else None, estimated_start=queue.estimated_start if queue else None,
         attempt=sub.attempt, measurements=sub.measurements, disqualified=sub.disqualified_at is not None,
+        remeasure_at=sub.remeasure_at if sub.status == SubmissionStatus.queued else None,
+        too_noisy=sub.too_noisy_at is not None,
         disqualified_reason=sub.disqualified_reason if full else None,
         needs_review=sub.needs_review, review_reason=sub.review_reason, guard=sub.guard if admin else None,
         runs=[RunPublic(kind=r.kind, attempt=r.attempt, status=r.status, score_ns=r.score_ns,

@@ -171,12 +171,19 @@ class SubmissionPublic(_UtcTimes):
         "Measurements its verdict and score are made of: 1, plus one per time the service measured it again "
         "(a leaderboard submission whose runs were too noisy to rank or disagree: both runs again, all "
         "combined). ``runs`` are those measurements' runs, by ``attempt``."))
+    remeasure_at: dt.datetime | None = Field(default=None, description=(
+        "Queued to be measured again, backing off from a busy machine: when its job is sent to its queue "
+        "(its message says why, and which measurement of how many); null otherwise."))
+    too_noisy: bool = Field(default=False, description=(
+        "The service stopped measuring it again: still too noisy to rank (or its runs disagree, or could not be "
+        "measured) after every measurement allowed. Passed, not ranked; the admins are told "
+        "(GET /api/v1/admin/submissions/too-noisy) until one requeues it."))
     disqualified: bool = False
     needs_review: bool = False
     review_reason: str | None = None
     guard: dict[str, Any] | None = Field(default=None, description=(
         "Admins only: the static hack detector kernelguard's advisory scan (classification, matched patterns); "
-        "it never changes the verdict. Absent until the verdict is recorded."))
+        "it never changes the verdict. Absent until the job starts (or its verdict is recorded)."))
     disqualified_reason: str | None = Field(default=None, description="For the author and admins only.")
     runs: list[RunPublic]
     code: str | None

@@ -30,8 +30,9 @@ _RETRY = {"autoretry_for": (OperationalError,), "retry_backoff": 1, "retry_backo
 
 @app.task(name=JOB_STARTED, **{**_RETRY, "ignore_result": False})
 def job_started(submission_id: int, runner: str, attempt: int | None = None) -> dict[str, Any]:
-    """A runner is about to start the job: may it? Returns ``{"run": bool, "reason": str}``,
-    which the runner waits for (see :func:`kernelrank.services.jobs.start_job`). Yes makes
+    """A runner starts the job: may it? Returns ``{"run": bool, "reason": str}``, which the
+    runner waits for before it reports (it judges a first delivery meanwhile, and stops it on a
+    no: :mod:`kernelrank.runner.goahead`; see :func:`kernelrank.services.jobs.start_job`). Yes makes
     the submission ``running`` and counts a start; no drops a finished or duplicate job, or
     ends one whose runners died ``job_max_starts`` times as ``error``."""
     from kernelrank.db.session import session_scope

@@ -16,8 +16,10 @@ with the evidence behind its constants, is in docs/judging.md ("Scores, measurem
 - **Ranked**: a passing leaderboard submission that may take a rank (before the deadline, not
   disqualified), none of whose runs measured Triton's interpreter, whose latest measurement has no
   run too noisy to rank (:func:`~kernelrank.runner.stats.run_noisy`) and whose runs agree
-  (:func:`~kernelrank.runner.stats.runs_disagree`). One that is not, for noise or disagreement,
-  is measured again while it has fewer than ``remeasures`` extra measurements.
+  (:func:`~kernelrank.runner.stats.runs_disagree`). One that is not, for noise, a run that could
+  not be measured (the machine too busy: no speedup) or disagreement, is measured again while it
+  has fewer than ``remeasures`` extra measurements, each after a longer wait (:class:`Backoff`);
+  then it has *given up* (:attr:`Judgement.gave_up`), which the service tells the admins.
 - **Score** (ns): the board's calibrated reference time (the geometric mean over cases) divided by
   the speedup (:func:`~kernelrank.runner.stats.time_from_speedup`); until the calibration exists, the public run's own
   reference time is the basis.
@@ -132,8 +134,32 @@ def over_measurements(measurements: list[list[dict[str, Any]]], noisy_above: flo
 def measure_again(measured: Measured, measurements: int, remeasures: int) -> bool:
     """Whether a passing leaderboard submission that is not :attr:`Measured.rankable` after
     ``measurements`` measurements gets another: at most ``remeasures`` more than the first. One
-    without any timed run (interpreted) never does."""
-    return measured.combined is not None and not measured.rankable and measurements <= remeasures
+    with a timed run does, and so does one whose latest measurement has a run the judge could not
+    time (``noisy`` without a speedup: the machine too busy); one without either (interpreted)
+    never does."""
+    return measurable(measured) and not measured.rankable and measurements <= remeasures
+
+
+def measurable(measured: Measured) -> bool:
+    """Whether measuring again could make it rankable: it has a timed run, or its latest
+    measurement has a noisy one (a run left unmeasured is ``noisy``, without a speedup)."""
+    return measured.combined is not None or measured.noisy
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """How long a measurement made again waits before its job is sent: ``first_s`` for the first
+    made again, each later one ``factor`` times the one before (settings'
+    ``remeasure_delay_seconds`` and ``remeasure_backoff``: 30 s, 2 min, 8 min). Load that spoiled
+    one measurement often lasts minutes; measuring again at once would meet it again."""
+
+    first_s: float = 0.0
+    factor: float = 1.0
+
+    def delay_s(self, made_again: int) -> float:
+        """Seconds before measurement ``made_again + 1`` (``made_again`` >= 1: the first made
+        again waits ``first_s``)."""
+        return self.first_s * self.factor ** max(0, made_again - 1)
 
 
 @dataclass(frozen=True)
@@ -148,7 +174,10 @@ class Judgement:
     interpreter; ``spread``: the submission's own spread between runs for the board's pool;
     ``score_ns``, ``score_low_ns``, ``score_high_ns``: its score on the public run's own basis
     (re-based on the board's calibration by :func:`~kernelrank.runner.stats.time_from_speedup`), ``None`` unless ranked;
-    ``needs_review``, ``review_reason``: a speedup beyond the problem's review threshold."""
+    ``needs_review``, ``review_reason``: a speedup beyond the problem's review threshold;
+    ``unquiet``: why its noise keeps a rankable submission unranked (its runs disagree, a run too
+    noisy, a run not measured), ``None`` when it does not; ``gave_up``: so, and it is not measured
+    again (every measurement allowed was made): the service tells the admins."""
 
     status: str
     message: str
@@ -166,6 +195,8 @@ class Judgement:
     score_high_ns: float | None
     needs_review: bool
     review_reason: str | None
+    unquiet: str | None = None
+    gave_up: bool = False
 
     @property
     def failed(self) -> bool:
@@ -243,17 +274,25 @@ def judge(measurements: list[list[RunRecord]], *, mode: str, noisy_above: float,
         else:
             score, score_low, score_high = time_from_speedup(float(public.score_ns) * own.estimate, combined.estimate,
                                                           low, high)
+    unmeasured = any(r.status == Verdict.passed and r.result.get("noisy") and run_speedup(r.result) is None
+                     for r in ordered[-1])
+    unquiet = None
+    if eligible and not interpreted and not measured.rankable and measurable(measured):
+        unquiet = (f"its runs disagree (speedups {speedups_text(measured.runs)})" if measured.disagree else
+                   "a run could not be measured (the machine was too busy)" if unmeasured else
+                   "a run was too noisy to rank")
     after = f" after {len(measurements)} measurements" if len(measurements) > 1 else ""
     if measured.disagree and not failing:
         message = (f"{message}; not ranked: its runs disagree{after} (speedups {speedups_text(measured.runs)}): "
                    f"the machine's speed changed between them; not ranked until "
                    f"{'an admin measures it afresh' if after else 'measured again'}")[:4000]
     elif noisy and not interpreted and not failing and after:
-        message = f"{message}; not ranked: a run still too noisy{after}"[:4000]
+        message = f"{message}; not ranked: a run still {'not measured' if unmeasured else 'too noisy'}{after}"[:4000]
     elif held and eligible and not again:
         message = f"{message}; not ranked: held for an admin's review ({review_reason})"[:4000]
     return Judgement(status, message, measured, speedup, low, high, ranked, again, noisy, interpreted, spread,
-                     score, score_low, score_high, needs_review, review_reason)
+                     score, score_low, score_high, needs_review, review_reason, unquiet=unquiet,
+                     gave_up=unquiet is not None and not again)
 
 
 def speedups_text(runs: list[Interval]) -> str:

@@ -19,11 +19,12 @@ revisions are never mixed.
 from __future__ import annotations
 
 import hashlib
+import re
 import types
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -37,7 +38,21 @@ DEFINITION_FILE = "problem.yaml"
 UNHASHED = ("attacks",)
 REFERENCE_FILE = "reference.py"
 #: Output dtypes checked for equality whatever the tolerances say (KernelBench's argmax, sort indices).
-EXACT_DTYPES = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64"})
+EXACT_DTYPES = frozenset({"bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64"})
+#: Output dtypes a problem may give a tolerance for: the floating types, float8 among them (GPU MODE's
+#: fp8 problems), compared in float32 (float64 for float64).
+TOLERANCE_DTYPES = ("float32", "float16", "bfloat16", "float64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+                    "float8_e5m2fnuz")
+#: How a problem's outputs are judged (``ProblemDefinition.check``): ``strict`` elementwise against the
+#: reference's output, of its dtype exactly; ``promote`` elementwise with the two dtypes promoted to a
+#: common one first (GPU MODE's ``verbose_allclose``: a float32 output against a float64 reference);
+#: ``source`` by the reference's own ``check_implementation(data, output) -> (passed, message)``,
+#: run in the judge's process as the reference is (residual checks: a Cholesky factor, eigenvectors).
+Check = Literal["strict", "promote", "source"]
+CHECKS: tuple[str, ...] = get_args(Check)
+#: A path into an input set naming one of its tensors: tuple and list indices and dict keys,
+#: joined by dots (``"1"``: the second element of ``data``; ``"out"``, ``"0.2"``).
+INPUT_PATH = r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$"
 #: Device memory (MiB) each process running code for a problem may hold, its CUDA context
 #: included, when the problem sets no ``device_memory_mib``: 16 GiB leaves an 80 GB GPU's judge
 #: and the other side's process theirs. One place: the definition carries it to the runners, so a
@@ -187,14 +202,30 @@ class ProblemDefinition(_Strict):
     #: why the problem runs on CUDA only (its reference needs a GPU or a package a CPU runner
     #: lacks); then ``benchmarks.cpu`` may be empty. Set by the importers (docs/problems.md).
     cuda_only: str | None = None
+    #: inputs that are output buffers (destination-passing, GPU MODE's ``data = (x, out)``): paths
+    #: into the input set (:data:`INPUT_PATH`). The judge fills each with 0xFF bytes (NaN for floats)
+    #: for every call, lets the call write into it and return it, and reads it from its own copy of
+    #: the slots; an output sharing memory with any other input still fails (docs/problems.md).
+    output_buffers: list[str] = Field(default_factory=list)
+    #: how outputs are judged: one of :data:`CHECKS`
+    check: Check = "strict"
 
     @field_validator("tolerances")
     @classmethod
     def _known_dtypes(cls, v: dict[str, Tolerance]) -> dict[str, Tolerance]:
-        known = {"float32", "float16", "bfloat16", "float64"}
-        unknown = set(v) - known
+        unknown = set(v) - set(TOLERANCE_DTYPES)
         if unknown:
-            raise ValueError(f"tolerances for unknown dtypes {sorted(unknown)}; known: {sorted(known)}")
+            raise ValueError(f"tolerances for unknown dtypes {sorted(unknown)}; known: {sorted(TOLERANCE_DTYPES)}")
+        return v
+
+    @field_validator("output_buffers")
+    @classmethod
+    def _input_paths(cls, v: list[str]) -> list[str]:
+        bad = [p for p in v if not re.fullmatch(INPUT_PATH, p)]
+        if bad:
+            raise ValueError(f"output_buffers {bad}: a path is indices or keys joined by dots (\"1\", \"out\", \"0.2\")")
+        if len(set(v)) != len(v):
+            raise ValueError("output_buffers names a path twice")
         return v
 
     @model_validator(mode="after")
@@ -381,7 +412,8 @@ def list_problem_names(problems_dir: Path | None = None) -> list[str]:
     problems_dir = problems_dir or get_settings().problems_dir
     if not problems_dir.is_dir():
         return []
-    return sorted(p.name for p in problems_dir.iterdir() if (p / DEFINITION_FILE).is_file())
+    # a dot folder is an import's set-aside copy (importers.batch), never a problem
+    return sorted(p.name for p in problems_dir.iterdir() if not p.name.startswith(".") and (p / DEFINITION_FILE).is_file())
 
 
 def load_all(problems_dir: Path | None = None, reference_dir: Path | None = None) -> list[Problem]:

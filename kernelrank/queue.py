@@ -74,6 +74,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             # directory, which differs between processes (serve, its children, tests)
             "control_folder": str(folder / "control"),
             "store_processed": False,
+            # only where inotify is missing: consumers wake on new messages (kernelrank.fsbroker)
             "polling_interval": 0.1,
         })
     return {

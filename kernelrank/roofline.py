@@ -120,12 +120,22 @@ def beyond_floor(result: dict[str, Any], device: str) -> str | None:
     case whose data stays in cache may honestly beat the memory copy ceiling (measured on a buffer
     far larger than the cache). A compute-bound share counts everywhere.
 
+    The compute ceiling held against is the runner's highest matmul rate over the dtypes it
+    measured, not the case's dtype's (the share shown): a bfloat16 case computed in float32 on a
+    CPU without bfloat16 matmul units honestly reads 2-3x its dtype's matmul rate (softmax at
+    259% of 1.3 GFLOP/s, an AMD EPYC VM, 2026-12-02), and on a GPU a float32 case may use TF32
+    tensor cores.
+
     Args:
         result: a run's result (``EvalResult.to_dict()`` shape) after :func:`attach`.
         device: the device class that ran it (``cpu`` or ``cuda``).
     """
+    clean = clean_ceilings(result.get("ceilings"))
     for case in result.get("cases") or []:
         roof = case.get("roofline") if isinstance(case, dict) else None
+        if roof is not None and clean is not None and clean["matmul_tflops"]:
+            roof = case_roofline(case.get("tflops"), case.get("gbps"), max(clean["matmul_tflops"].values()),
+                                 clean["copy_gbps"]) or roof
         share = positive((roof or {}).get("share"))
         if share is None or share <= 1 + FLOOR_MARGIN:
             continue

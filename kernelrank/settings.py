@@ -93,10 +93,16 @@ class Settings(BaseSettings):
     job_max_starts: int = Field(default=3, ge=1, validation_alias=AliasChoices(
         "KERNELRANK_JOB_MAX_STARTS", "KERNELRANK_JOB_MAX_ATTEMPTS"))  # the second: its deprecated name
     #: Times a passing leaderboard submission is measured again, by itself, when its runs were too
-    #: noisy to rank or disagree (the machine's speed moved between them): each time both runs
-    #: again, all its runs then combined (``judgement.over_measurements``); 0 turns it off (an
+    #: noisy to rank, could not be measured (the machine too busy) or disagree (the machine's speed
+    #: moved between them): each time both runs again, all its runs then combined
+    #: (``judgement.over_measurements``); after the last the admins are told. 0 turns it off (an
     #: admin's requeue still measures it afresh).
-    remeasures: int = Field(default=2, ge=0, le=10)
+    remeasures: int = Field(default=3, ge=0, le=10)
+    #: Seconds the first measurement made again waits before its job is sent; each later one waits
+    #: ``remeasure_backoff`` times longer (30 s, 2 min, 8 min): the load that spoiled a measurement
+    #: often lasts minutes. 0: sent at once.
+    remeasure_delay_seconds: float = Field(default=30.0, ge=0, le=24 * 3600.0)
+    remeasure_backoff: float = Field(default=4.0, ge=1, le=100)
     #: A ``running`` job whose runner has sent no heartbeat for this long is requeued by the sweeper
     #: (and a redelivered copy may start). Keep it well above ``heartbeat_seconds`` and below
     #: ``broker_visibility_timeout``.
@@ -105,8 +111,9 @@ class Settings(BaseSettings):
     queued_lost_seconds: float = Field(default=600.0, gt=0)
     #: Seconds between two sweeps of the control worker's sweeper.
     sweeper_seconds: float = Field(default=30.0, gt=0)
-    #: Seconds a runner waits for the control worker's go-ahead before a job (is it finished, or
-    #: started too often?); without an answer (control worker down) it runs the job anyway.
+    #: Seconds a runner waits for the control worker's go-ahead (is the job finished, cancelled, or
+    #: started too often?), asked while a first delivery is judged, before a job delivered again
+    #: starts; without an answer (control worker down) it runs the job and reports it anyway.
     job_gate_seconds: float = Field(default=15.0, gt=0)
     api_host: str = "127.0.0.1"
     api_port: int = 8000

@@ -49,6 +49,14 @@ def sweep_once() -> SweepReport:
                         job.submission_id, job.queue)
         except Exception as e:  # noqa: BLE001 - stays queued; the next sweep sends it again
             log.error("submission %s: could not requeue on %s: %s", job.submission_id, job.queue, type(e).__name__)
+    for job in report.remeasured:
+        try:
+            send_job(job.message, job.queue, job.time_limit)
+            log.info("submission %s: measured again (attempt %s) on %s, its back-off over", job.submission_id,
+                     job.message.get("attempt"), job.queue)
+        except Exception as e:  # noqa: BLE001 - the next sweep cannot tell: it stays queued, found as lost
+            log.error("submission %s: could not send its next measurement on %s: %s", job.submission_id, job.queue,
+                      type(e).__name__)
     for sid in report.failed:
         log.warning("submission %s: ended as error, its runners died on every attempt", sid)
     return report

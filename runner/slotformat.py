@@ -235,3 +235,38 @@ class CudaDriver:  # pragma: no cover - GPU-only: tests/runner/test_device_slots
 
     def release(self, handle: Any) -> None:
         self._check(self.cu.cuMemRelease(handle))
+
+
+#: Most tensors one output may hold (a tuple, list or dict of tensors: GPU MODE's ``(out, lse)``,
+#: ``(Q, L)``), and how deeply its containers may nest.
+MAX_OUTPUT_LEAVES = 64
+MAX_OUTPUT_DEPTH = 4
+
+
+def output_leaves(out: Any, depth: int = 0) -> list[Any] | None:
+    """The tensors of an output, in order: ``[out]`` for a plain tensor; every leaf of a tuple,
+    list or string-keyed dict of them (exact types, or torch's own named tuples such as
+    ``torch.linalg.cholesky_ex``'s, read as tuples: no other subclass); ``None`` for anything else
+    or more than :data:`MAX_OUTPUT_LEAVES` leaves or :data:`MAX_OUTPUT_DEPTH` levels (the judge
+    fails such an output by its type). Nothing of the value's own code runs: only built-in
+    containers are walked."""
+    if type(out) is torch.Tensor:  # noqa: E721 - exact type: subclasses can defer work into the checker
+        return [out]
+    if depth >= MAX_OUTPUT_DEPTH or not (type(out) in (tuple, list, dict) or torch_named_tuple(out)):
+        return None
+    items = list(out.values()) if type(out) is dict else list(out)
+    if type(out) is dict and not all(type(k) is str for k in out):
+        return None
+    found: list[Any] = []
+    for item in items:
+        more = output_leaves(item, depth + 1)
+        if more is None or len(found) + len(more) > MAX_OUTPUT_LEAVES:
+            return None
+        found += more
+    return found
+
+
+def torch_named_tuple(v: Any) -> bool:
+    """Whether ``v`` is one of torch's own named tuples (``torch.return_types``: C structseqs, no
+    Python code of anyone's), which an output may be as a plain tuple is."""
+    return isinstance(v, tuple) and type(v).__module__ == "torch.return_types"

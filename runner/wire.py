@@ -54,6 +54,11 @@ DTYPES: dict[str, torch.dtype] = {
     "uint8": torch.uint8,
     "bool": torch.bool,
 }
+# the dtypes of this torch build that only some builds have: unsigned integers, float8 (GPU MODE's
+# fp8 problems); each is plain bytes on the channel and in the slots
+for _name in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+    if isinstance(getattr(torch, _name, None), torch.dtype):
+        DTYPES[_name] = getattr(torch, _name)
 _DTYPE_NAMES = {v: k for k, v in DTYPES.items()}
 
 

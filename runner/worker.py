@@ -1,9 +1,10 @@
 """The runner's Celery task: judge one job with the harness and report back by task name.
 
-A runner is a Celery worker consuming one device queue (``cpu``, ``cuda-<model>``; ``kernelrank runner``). For each job (``services.submissions.job_message``) it asks ``JOB_STARTED`` for a go-ahead (a
-redelivered job that is finished, running elsewhere or out of starts is dropped), runs the public run
-and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
-``control`` queue. A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
+A runner is a Celery worker consuming one device queue (``cpu``, ``cuda-<model>``; ``kernelrank runner``). For each job (``services.submissions.job_message``) it asks ``JOB_STARTED`` for a go-ahead
+beside the judging (:mod:`kernelrank.runner.goahead`: a job that is finished, cancelled, running
+elsewhere or out of starts is stopped unreported; a job delivered again waits for it), runs the public
+run and, in leaderboard mode, the secret-seeded run, and sends one ``RECORD_RESULT`` per run to the
+``control`` queue, each result with the wall-clock times of the job's hops (``hops``). A heartbeat thread in the worker's main process sends ``HEARTBEAT`` every
 ``settings.heartbeat_seconds`` (with the device's ceilings, probed before the first job and while
 idle: :mod:`kernelrank.runner.host.ceiling_probes`), and a last one, saying it stops, when the worker shuts down.
 
@@ -34,6 +35,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from kernelrank import __version__
 from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, REPORT_RETRY_POLICY,
                               get_celery, send)
+from kernelrank.runner.goahead import GoAhead, JobStopped, ask_to_start
 from kernelrank.runner.host import ceiling_probes
 from kernelrank.settings import get_settings
 from kernelrank.vocab import DeviceClass, Mode, RunKind, Verdict, device_class
@@ -137,88 +139,72 @@ def containment_refusal(mode: str, allow_uncontained: bool) -> str | None:
 
 
 # -- the task ------------------------------------------------------------------------------------
-@app.task(name=EVALUATE, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
-def evaluate_job(job: dict[str, Any]) -> None:
+@app.task(name=EVALUATE, bind=True, acks_late=True, reject_on_worker_lost=True, ignore_result=True)
+def evaluate_job(self: Any, job: dict[str, Any]) -> None:
     """Judge one job and report it: ``JOB_STARTED``, then ``RECORD_RESULT`` per run."""
     ident = _identity or RunnerIdentity(runner_name(str(job.get("device", "cpu"))), str(job.get("device", "cpu")))
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
     try:
         with ceiling_probes.busy(ident.queue):  # no ceilings probe runs beside a job
-            run_job(job, ident.name)
+            run_job(job, ident.name, redelivered=redelivered)
     finally:
         _count_job()
 
 
-def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = None) -> list[dict[str, Any]]:
+def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = None,
+            redelivered: bool = False) -> list[dict[str, Any]]:
     """Run every run of ``job`` and report each result; returns the results sent (none when the
-    job is dropped unrun).
+    go-ahead said no).
 
-    ``start(submission_id, runner) -> (run, reason)`` asks whether to run the job at all (default:
-    :func:`ask_to_start`; with a custom ``report`` and no ``start``, the start is only reported).
-    ``report(task_name, args)`` sends a control message (default: to the ``control`` queue).
-    Never raises for a bad job or a judge failure: those become ``error`` results.
+    ``start(submission_id, runner[, attempt]) -> (run, reason)`` asks whether to run the job at all
+    (default: :func:`~kernelrank.runner.goahead.ask_to_start`; with a custom ``report`` and no
+    ``start``, the start is only reported). It is asked beside the judging, which stops where the
+    answer is no; a job ``redelivered`` by the broker, or resent by the sweeper
+    (``job["redelivered"]``), waits for the answer before it starts. No result is reported before
+    the answer. ``report(task_name, args)`` sends a control message (default: to the ``control``
+    queue). Never raises for a bad job or a judge failure: those become ``error`` results.
     """
+    received = time.time()
     if start is None and report is not None:
         def start(sid: int, name: str, attempt: int | None = None) -> tuple[bool, str]:
             report(JOB_STARTED, [sid, name] if attempt is None else [sid, name, attempt])
             return True, ""
-    start = ask_to_start if start is None else start
     report = _send_control if report is None else report
     submission_id = int(job["submission_id"])
     kinds = list(job.get("runs") or [RunKind.public.value])
     attempt = job.get("attempt")
-    go, reason = start(submission_id, runner) if attempt is None else start(submission_id, runner, attempt)
-    if not go:
-        log.warning("job %s dropped unrun: %s", submission_id, reason)
-        return []
-    log.info("job %s: %s %s on %s (%s)", submission_id, _problem_name(job), job.get("mode"), job.get("device"),
-             "+".join(kinds))
+    gate = GoAhead(ask_to_start if start is None else start, submission_id, runner, attempt)
     results: list[dict[str, Any]] = []
-    previous: dict[str, Any] | None = None
-    for kind in kinds:
-        if previous is not None and previous.get("status") != Verdict.passed:
-            result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", Verdict.error.value)))
-        else:
-            result = _evaluate_run(job, kind)
-        report(RECORD_RESULT, [submission_id, kind, result, runner] + ([] if attempt is None else [attempt]))
-        log.info("job %s: %s run %s: %s", submission_id, kind, result.get("status"), str(result.get("message", ""))[:200])
-        results.append(result)
-        previous = result
+    try:
+        if redelivered or job.get("redelivered"):  # it may be one that kills its runner: asked first
+            gate.answer()
+        log.info("job %s: %s %s on %s (%s)", submission_id, _problem_name(job), job.get("mode"), job.get("device"),
+                 "+".join(kinds))
+        previous: dict[str, Any] | None = None
+        for kind in kinds:
+            gate.check()
+            hops: dict[str, Any] = {"received": received, "asked": gate.asked_at}
+            if previous is not None and previous.get("status") != Verdict.passed:
+                result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", Verdict.error.value)))
+            else:
+                result = _evaluate_run(job, kind, gate, hops)
+            run, reason = gate.answer()
+            if not run:
+                raise JobStopped(reason)
+            result["hops"] = {**hops, "answered": gate.answered_at, "sent": time.time()}
+            report(RECORD_RESULT, [submission_id, kind, result, runner] + ([] if attempt is None else [attempt]))
+            log.info("job %s: %s run %s: %s", submission_id, kind, result.get("status"),
+                     str(result.get("message", ""))[:200])
+            results.append(result)
+            previous = result
+    except JobStopped as stopped:
+        log.warning("job %s stopped, nothing reported: %s", submission_id, stopped.reason)
     return results
 
 
 def _send_control(task: str, args: list[Any]) -> None:
     """A report to the control worker, retried for minutes while the broker restarts."""
     send(task, args, queue=CONTROL_QUEUE, retry=True, retry_policy=REPORT_RETRY_POLICY)
-
-
-def ask_to_start(submission_id: int, runner: str, attempt: int | None = None) -> tuple[bool, str]:
-    """Send ``JOB_STARTED`` and wait up to ``settings.job_gate_seconds`` for the control worker's
-    go-ahead (``kernelrank.services.jobs.start_job``): ``(run, reason)``. A redelivered job
-    that is finished, running elsewhere, or out of starts is not run. Without an answer in time
-    (control worker down or busy) the job runs: its start is recorded when the message is read.
-    """
-    from celery.exceptions import TimeoutError as ResultTimeout
-
-    args = [submission_id, runner] if attempt is None else [submission_id, runner, attempt]
-    result = get_celery().send_task(JOB_STARTED, args=args, queue=CONTROL_QUEUE, retry=True,
-                                    retry_policy=REPORT_RETRY_POLICY)
-    try:
-        answer = result.get(timeout=get_settings().job_gate_seconds, disable_sync_subtasks=False)
-    except ResultTimeout:
-        log.warning("job %s: no go-ahead from the control worker in %.0f s; running it", submission_id,
-                    get_settings().job_gate_seconds)
-        return True, ""
-    except Exception as e:  # noqa: BLE001 - a failed answer must not lose the job
-        log.warning("job %s: the go-ahead failed (%s); running it", submission_id, type(e).__name__)
-        return True, ""
-    finally:
-        try:
-            result.forget()
-        except Exception:  # noqa: BLE001 - the answer expires anyway
-            pass
-    if isinstance(answer, dict):
-        return bool(answer.get("run", True)), str(answer.get("reason", ""))
-    return True, ""
 
 
 def _sweep(scratch: Any) -> None:
@@ -234,8 +220,10 @@ def _sweep(scratch: Any) -> None:
         log.warning("sweeping the scratch folder failed", exc_info=True)
 
 
-def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
-    """One harness run as a JSON-ready result dict; judge failures become an ``error`` result."""
+def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str, Any]) -> dict[str, Any]:
+    """One harness run as a JSON-ready result dict; judge failures become an ``error`` result.
+    Stopped (:class:`~kernelrank.runner.goahead.JobStopped`) where ``gate`` says no; ``hops``
+    gets the wall-clock times (s) the judging started and ended, and of each phase it announced."""
     try:
         from kernelrank.problems import ProblemSpec
         from kernelrank.runner.judge.harness import EvalOptions, evaluate
@@ -261,10 +249,16 @@ def _evaluate_run(job: dict[str, Any], kind: str) -> dict[str, Any]:
         samples: list[dict[str, Any]] = []  # each timed case's judged pairs, for the score's bundle
 
         def keep_samples(event: dict[str, Any]) -> None:
+            gate.check()
             if event.get("event") == "samples":
                 samples.append({k: v for k, v in event.items() if k != "event"})
+            elif event.get("event") == "phase":
+                hops.setdefault("phases", {}).setdefault(str(event.get("phase")), time.time())
 
-        result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options, keep_samples)
+        hops["judging"] = time.time()
+        with gate.stoppable():
+            result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options, keep_samples)
+        hops["judged"] = time.time()
         return _json_ready({**result.to_dict(), **({"samples": samples} if samples else {})})
     except SoftTimeLimitExceeded:
         return _error_result(job, f"timeout: the {kind} run exceeded the job's time limit on the runner",

@@ -110,8 +110,12 @@ def test_heartbeat_registers_the_runner_and_drops_non_device_queues(control: Any
 
 def test_a_leaderboard_submission_whose_runs_disagree_is_sent_to_be_measured_again(
         control: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The control worker sends the next measurement's job after committing the result (attempt
-    2, same queue); when the broker refuses it, the submission stays ``queued`` for the sweeper."""
+    """With the default back-off the next measurement waits (no job now: the sweeper sends it when
+    due, tests/api/test_remeasure.py). Without one the control worker sends its job after
+    committing the result (attempt 2, same queue); when the broker refuses it, the submission
+    stays ``queued`` for the sweeper."""
+    from kernelrank.settings import get_settings
+
     sent: list[tuple[dict[str, Any], str, float]] = []
     monkeypatch.setattr(control, "send_job", lambda message, queue, limit: sent.append((message, queue, limit)))
 
@@ -119,6 +123,13 @@ def test_a_leaderboard_submission_whose_runs_disagree_is_sent_to_be_measured_aga
         return {**_result(score=1e6 / speedup), "speedup": speedup, "speedup_ci": [speedup * 0.98, speedup * 1.02],
                 "cases": [{"kind": "benchmark", "index": 0, "pairing": {"reference_run_ns": 1e6}}]}
 
+    waits = _submission("leaderboard", "waits")
+    control.record_result(waits, "public", run(2.0), "h:1:cpu", 1)
+    assert control.record_result(waits, "secret", run(3.0), "h:1:cpu", 1) is True
+    assert sent == [] and _read(waits)[:2] == ("queued", False)
+
+    monkeypatch.setenv("KERNELRANK_REMEASURE_DELAY_SECONDS", "0")
+    get_settings.cache_clear()
     sid = _submission("leaderboard")
     assert control.record_result(sid, "public", run(2.0), "h:1:cpu", 1) is True
     assert control.record_result(sid, "secret", run(3.0), "h:1:cpu", 1) is True

@@ -71,3 +71,46 @@ def test_concurrent_writer_and_consumers_see_whole_messages_once(tmp_path: Path)
         t.join(60)
     assert not errors
     assert sorted(got) == list(range(n))
+
+
+def test_a_waiting_consumer_wakes_on_a_new_message_not_on_its_next_poll(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With no poll for an hour, a consumer already waiting still gets a message sent after it
+    began to wait: the new file wakes it."""
+    from kernelrank import fsbroker
+
+    monkeypatch.setattr(fsbroker, "WATCH_FALLBACK_S", 3600.0)
+    got: list[object] = []
+    with connection(tmp_path) as conn:
+        conn.transport_options["polling_interval"] = 3600.0
+        queue = conn.SimpleQueue("wake")  # a name of its own: kombu keeps exchanges process-wide
+
+        def consume() -> None:
+            message = queue.get(timeout=120)  # raises Empty when nothing woke it
+            got.append(message.payload)
+            message.ack()
+
+        waiter = threading.Thread(target=consume)
+        waiter.start()
+        while conn.transport._wakeup is None and waiter.is_alive():  # until it waits
+            threading.Event().wait(0.01)
+        with connection(tmp_path) as sender:
+            sender.SimpleQueue("wake").put({"n": 1})
+        waiter.join(150)
+        queue.close()
+    assert got == [{"n": 1}]
+
+
+def test_a_message_put_back_comes_again_marked_redelivered(tmp_path: Path) -> None:
+    """A worker lost with the message unacknowledged puts it back (Celery's ``reject_on_worker_lost``):
+    marked ``redelivered``, so the runner waits for its go-ahead before it starts it."""
+    with connection(tmp_path) as conn:
+        queue = conn.SimpleQueue("back")
+        queue.put({"n": 1})
+        first = queue.get(timeout=10)
+        assert not first.delivery_info.get("redelivered")
+        first.requeue()
+        again = queue.get(timeout=10)
+        assert again.payload == {"n": 1} and again.delivery_info["redelivered"] is True
+        again.ack()
+        queue.close()

@@ -18,7 +18,7 @@ import yaml
 
 from kernelrank.importers.batch import CUDA_ONLY, IMPORTED, REFUSED, derive_names, find_sources, import_tree
 from kernelrank.importers.common import TEST_INPUT_BYTES, fit_case
-from kernelrank.problems import load_problem
+from kernelrank.problems import list_problem_names, load_problem
 from kernelrank.runner.judge.harness import evaluate
 from kernelrank.vocab import Verdict
 from tests.conftest import FIXTURES
@@ -305,3 +305,23 @@ def test_push_uploads_each_imported_problem_and_reports_each_outcome(folders, mo
     assert done == {"rowsum": "pushed: revision abc123def456"}
     assert posted[0][:3] == ("POST", "/admin/problems", "rowsum.tar.gz") and posted[0][3] > 0
     assert _push(["missing"], "http://server", "token")["missing"].startswith("push failed: cannot pack")
+
+
+def test_a_refused_forced_import_leaves_the_problem_it_would_replace(folders) -> None:
+    """``--force`` over an existing problem sets it aside until the new import is in: a refused
+    one puts it back as it was (it used to delete it); an accepted one replaces it."""
+    from kernelrank.importers.batch import import_one
+
+    problems, refs = folders
+    root = _gm_checkout(problems.parent / "checkout")
+    row, _ = import_one("gpumode", root / "pmpp" / "rowsum_py", "rowsum")
+    assert row.outcome == IMPORTED
+    before = (problems / "rowsum" / "problem.yaml").read_text()
+    row, _ = import_one("gpumode", root / "broken" / "bad_py", "rowsum", force=True)
+    assert row.outcome == REFUSED and "a plain bug" in row.reason
+    assert (problems / "rowsum" / "problem.yaml").read_text() == before and (refs / "rowsum" / "reference.py").exists()
+    assert sorted(p.name for p in problems.iterdir()) == ["rowsum"]  # nothing set aside is left behind
+    assert list_problem_names() == ["rowsum"]
+    row, _ = import_one("gpumode", root / "helion" / "scale_py", "rowsum", force=True)
+    assert row.outcome == IMPORTED and (problems / "rowsum" / "problem.yaml").read_text() != before
+    assert sorted(p.name for p in refs.iterdir()) == ["rowsum"]

@@ -153,6 +153,7 @@ def test_sweeper_requeues_the_job_of_a_vanished_runner(db: None) -> None:
     assert [j.submission_id for j in report.requeued] == [sid] and report.failed == []
     (job,) = report.requeued
     assert job.queue == "cpu" and job.message["submission_id"] == sid and job.time_limit > 0
+    assert job.message["redelivered"] is True  # its runner asks before it starts it (runner/goahead.py)
     assert _state(sid)[:2] == ("queued", 1)
     assert _start(sid, "h:2:cpu") == (True, "")
     assert _state(sid)[:2] == ("running", 2)
@@ -203,3 +204,16 @@ def test_sweeper_requeues_a_job_that_outlived_its_time_limit_on_a_live_runner(db
     assert report.requeued == [] and report.failed == [sid]
     status, starts, message = _state(sid)
     assert (status, starts) == ("error", 2) and "outlived its time limit 2 times" in message
+
+
+def test_the_advisory_scan_is_made_when_the_job_starts_while_the_runner_judges(db: None) -> None:
+    """kernelguard's scan (tens of ms) is stored by the go-ahead, so the verdict's record need not make it."""
+    from kernelrank.db.models import Submission
+    from kernelrank.db.session import session_scope
+
+    sid = _submission()
+    with session_scope() as s:
+        assert s.get(Submission, sid).guard is None
+    assert _start(sid, "h:1:cpu") == (True, "")
+    with session_scope() as s:
+        assert s.get(Submission, sid).guard["tool"] == "kernelguard"

@@ -68,6 +68,27 @@ def test_a_noisy_latest_measurement_is_measured_again_and_noise_before_it_does_n
     assert j.ranked and len(j.measured.runs) == 4
 
 
+def test_a_run_left_unmeasured_is_measured_again_and_gives_up_only_after_the_last_measurement() -> None:
+    """A run the judge could not time (the machine too busy: passed, noisy, no speedup) is measured
+    again even when no run has a speedup; once every measurement allowed is made the judgement
+    gives up (the service tells the admins), saying why."""
+    unmeasured = [_run("public", None, noisy=True), _run("secret", None, noisy=True)]
+    j = judge([unmeasured], mode="leaderboard", noisy_above=0.25, remeasures=1)
+    assert j.status == "passed" and j.again and not j.gave_up and not j.ranked
+    assert j.unquiet == "a run could not be measured (the machine was too busy)"
+    j = judge([unmeasured, unmeasured], mode="leaderboard", noisy_above=0.25, remeasures=1)
+    assert not j.again and j.gave_up and not j.ranked and "a run still not measured after 2 measurements" in j.message
+    noisy = [_run("public", noisy=True), _run("secret")]
+    j = judge([noisy, noisy], mode="leaderboard", noisy_above=0.25, remeasures=1)
+    assert j.gave_up and j.unquiet == "a run was too noisy to rank"
+    # ranked, failed, interpreted, or not a leaderboard submission: nothing to give up on
+    assert not judge([[_run("public"), _run("secret")]], mode="leaderboard", noisy_above=0.25).gave_up
+    assert not judge([[_run("public", status="failed"), _run("secret")]], mode="leaderboard", noisy_above=0.25).gave_up
+    assert not judge([[_run("public", None, noisy=True)]], mode="benchmark", noisy_above=0.25).gave_up
+    interpreted = [_run("public", None, interpreted=True), _run("secret", None, interpreted=True)]
+    assert not judge([interpreted], mode="leaderboard", noisy_above=0.25, remeasures=2).gave_up
+
+
 def test_a_measurement_lacking_a_run_is_refused() -> None:
     with pytest.raises(ValueError, match="takes runs public, secret"):
         judge([[_run("public")]], mode="leaderboard", noisy_above=0.25)

@@ -89,3 +89,19 @@ def test_a_memory_bound_share_counts_only_where_the_cache_is_flushed() -> None:
     # the CPU keeps a small case's data in cache between calls: beating DRAM's copy is physical there
     assert roofline.beyond_floor(_with_share("memory", 3.0), "cpu") is None
     assert roofline.beyond_floor(_with_share("memory", 3.0), "cuda") is not None
+
+
+def test_the_floor_holds_a_case_to_the_runners_fastest_matmul_not_its_dtypes() -> None:
+    """On a CPU without bfloat16 matmul units the bfloat16 rate is a fraction of float32's; a
+    bfloat16 softmax case computed in float32 beats it honestly and is not held, while one past
+    every rate the runner measured is."""
+    ceilings = {"copy_gbps": 30.0, "matmul_tflops": {"float32": 0.18, "bfloat16": 0.0013}}
+
+    def run(tflops: float) -> dict:
+        return roofline.attach({"cases": [{"kind": "benchmark", "index": 1, "spec": {"dtype": "bfloat16"},
+                                           "tflops": tflops, "gbps": tflops * 1e3 / 200}]}, ceilings)
+
+    honest = run(0.0034)  # 259% of the bfloat16 rate, 2% of float32's
+    assert honest["cases"][0]["roofline"]["share"] > 2 and honest["cases"][0]["roofline"]["dtype"] == "bfloat16"
+    assert roofline.beyond_floor(honest, "cpu") is None
+    assert roofline.beyond_floor(run(0.5), "cpu") is not None  # past float32's rate too

@@ -5,6 +5,8 @@
   :mod:`kernelrank.services.problem_admin`); its reference must pass its own tests.
 - ``POST /problems/{name}/open|close|hide|unhide``: the problem's state.
 - ``POST /submissions/{id}/disqualify|reinstate|requeue|clear-review``: moderation.
+- ``GET /submissions/too-noisy``: submissions the service stopped measuring again, still too noisy
+  to rank (:mod:`kernelrank.services.remeasure`); a requeue takes one off the list.
 - ``GET /limits``, ``PUT /limits``: the limits per board and mode (submissions per user per hour).
 """
 
@@ -29,7 +31,7 @@ from kernelrank.api.schemas import (
     ProblemStatePublic,
     SubmissionPublic,
 )
-from kernelrank.services import TooLarge, limits, problem_admin, problems, submissions
+from kernelrank.services import TooLarge, limits, problem_admin, problems, remeasure, submissions
 
 router = APIRouter(prefix="/api/v1/admin", tags=["admin"])
 
@@ -171,6 +173,15 @@ def requeue(submission_id: Id, _admin: AdminUser, session: SessionDep, dispatch:
     """Judge the submission again as a new attempt (older runs stay as history, never counted)."""
     sub = submissions.requeue(session, submission_id, dispatch, force=force)
     return submission_public(sub, full=True, with_code=False, admin=True)
+
+
+@router.get("/submissions/too-noisy", response_model=list[SubmissionPublic],
+            summary="Submissions that could not be measured quietly enough", responses=_ADMIN)
+def too_noisy(_admin: AdminUser, session: SessionDep) -> list[SubmissionPublic]:
+    """Passing leaderboard submissions the service measured again as often as it may (backing off
+    from a busy machine) and still could not rank: too noisy, not measured, or runs that disagree.
+    The latest first; requeue one to measure it afresh."""
+    return [submission_public(sub, full=True, with_code=False, admin=True) for sub in remeasure.too_noisy(session)]
 
 
 @router.get("/limits", response_model=list[BoardLimitPublic], summary="Limits per board and mode",

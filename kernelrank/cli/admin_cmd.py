@@ -6,6 +6,7 @@ moderation, and one's own API tokens.
 - ``kernelrank admin disqualify ID --reason TEXT``, ``admin reinstate ID``, ``admin requeue ID [--force]``,
   ``admin clear-review ID``
 - ``kernelrank admin limits``, ``admin limit PROBLEM DEVICE MODE PER_HOUR`` (0 removes it)
+- ``kernelrank admin too-noisy``: submissions the service could not measure quietly enough
 - ``kernelrank tokens list``, ``tokens create [NAME] [--expires 30d|12h|2027-01-01]``, ``tokens revoke ID``
 
 Server and token resolve as for ``submit`` (flags, ``KERNELRANK_SERVER``/``KERNELRANK_TOKEN``, the
@@ -192,6 +193,23 @@ def limit_command(
     answer = _call(server, token, "PUT", "/admin/limits",
                    json={"problem": problem, "device": device, "mode": mode, "per_hour": per_hour})
     _print(answer, as_json, _limits_text(answer))
+
+
+@admin_app.command("too-noisy")
+def too_noisy_command(server: ServerOpt = None, token: TokenOpt = None, as_json: JsonOpt = False) -> None:
+    """Passing leaderboard submissions the service measured again as often as it may, backing off
+    from a busy machine, and still could not rank; requeue one once the machine is quieter."""
+    answer = _call(server, token, "GET", "/admin/submissions/too-noisy")
+    _print(answer, as_json, too_noisy_text(answer))
+
+
+def too_noisy_text(subs: Any) -> str:
+    """One line per submission of ``GET /admin/submissions/too-noisy``."""
+    if not subs:
+        return "none: no submission is waiting for an admin to measure it afresh"
+    return "\n".join(f"#{s.get('id')} {s.get('problem')} on {s.get('device')} by {s.get('user')}: "
+                     f"{s.get('measurements')} measurements; requeue with `kernelrank admin requeue {s.get('id')}`"
+                     for s in subs)
 
 
 def _limits_text(rules: Any) -> str:

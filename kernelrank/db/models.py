@@ -208,8 +208,16 @@ class Submission(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(default=None)
     #: Times a runner started the job (the sweeper and redelivery bound it); not ``attempt``.
     starts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
-    #: When its job message was last sent to the device queue (creation or requeue).
+    #: When its job message was last sent to the device queue (creation or requeue); ``None``
+    #: while a measurement made again waits out its back-off (``remeasure_at``).
     dispatched_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    #: When the job of a measurement made again is due to be sent (the sweeper sends it): the
+    #: service backs off from a busy machine (:mod:`kernelrank.services.remeasure`); ``None`` once sent.
+    remeasure_at: Mapped[dt.datetime | None] = mapped_column(default=None)
+    #: When the service stopped measuring it again, its runs still too noisy to rank (or
+    #: disagreeing) after every measurement allowed, and told the admins; ``None``: not so (a
+    #: requeue clears it).
+    too_noisy_at: Mapped[dt.datetime | None] = mapped_column(default=None)
 
     user: Mapped[User] = relationship(foreign_keys=[user_id])
     disqualified_by: Mapped[User | None] = relationship(foreign_keys=[disqualified_by_id])

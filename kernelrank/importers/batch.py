@@ -9,7 +9,9 @@ stops the others or ends in a traceback.
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -104,6 +106,8 @@ def import_one(kind: str, source: Path, name: str, *, cpu_input_bytes: int = CPU
     the import's report when it succeeded. A refusal leaves no folder behind that it created."""
     fn = import_gpumode if kind == "gpumode" else import_kernelbench
     existed = any(d.exists() for d in target_dirs(name))
+    # with --force the problem of that name is set aside, not deleted, until the new one is in
+    kept = _set_aside(name) if existed and force else []
     try:
         report = fn(source, name, cpu_input_bytes=cpu_input_bytes, force=force)
     except ProblemImportError as e:
@@ -111,11 +115,28 @@ def import_one(kind: str, source: Path, name: str, *, cpu_input_bytes: int = CPU
     except (Exception, SystemExit) as e:  # noqa: BLE001 - a source's code may raise anything; it is its row
         reason = f"unexpected failure while importing: {describe_error(e)}"
     else:
+        for _folder, aside in kept:
+            shutil.rmtree(aside, ignore_errors=True)
         outcome = CUDA_ONLY if report.cuda_only else IMPORTED
         return BatchRow(str(source), name, outcome, report.cuda_only or ""), report
-    if not existed:
+    if not existed or kept:
         remove_problem(name)
+    for folder, aside in kept:  # a refused --force import leaves the problem as it was
+        aside.rename(folder)
     return BatchRow(str(source), name, REFUSED, reason), None
+
+
+def _set_aside(name: str) -> list[tuple[Path, Path]]:
+    """Move problem ``name``'s existing folders beside themselves (hidden names); ``[(folder,
+    aside), ...]`` for putting them back or deleting them."""
+    kept = []
+    for folder in target_dirs(name):
+        if folder.exists():
+            aside = folder.with_name(f".{folder.name}.replaced-{os.getpid()}")
+            shutil.rmtree(aside, ignore_errors=True)
+            folder.rename(aside)
+            kept.append((folder, aside))
+    return kept
 
 
 def import_tree(kind: str, root: Path, *, prefix: str | None = None, cpu_input_bytes: int = CPU_INPUT_BYTES,

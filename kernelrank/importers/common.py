@@ -19,7 +19,8 @@ from typing import Any, Callable
 
 import yaml
 
-from kernelrank.problems import DEFINITION_FILE, REFERENCE_FILE, ProblemDefinition, ProblemError, load_problem
+from kernelrank.problems import (DEFINITION_FILE, REFERENCE_FILE, TOLERANCE_DTYPES, ProblemDefinition, ProblemError,
+                                 load_problem)
 from kernelrank.settings import get_settings
 
 #: Inputs of one CPU case, unless ``--cpu-input-mib`` says otherwise: the size of the largest
@@ -39,8 +40,8 @@ MAX_GRANULARITY = 16
 COARSE_GRANULARITY = 256
 #: Seconds of timing per benchmark case, as the built-in problems (softmax) have them.
 CASE_TIMING = {"cpu": {"benchmark": 3.0, "leaderboard": 3.0}, "cuda": {"benchmark": 10.0, "leaderboard": 30.0}}
-#: The dtypes a KernelRank tolerance may name (``ProblemDefinition.tolerances``).
-FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+#: The dtypes a KernelRank tolerance may name (``ProblemDefinition.tolerances``), float8 among them.
+FLOAT_DTYPES = TOLERANCE_DTYPES
 #: The name a rewritten source reads the run's device from.
 DEVICE_NAME = "_kernelrank_device"
 #: A problem name: as :class:`~kernelrank.problems.ProblemDefinition` requires.
@@ -371,12 +372,13 @@ def cpu_unsupported(error: BaseException) -> str | None:
 
 def check_on_cpu(report: ImportReport, params: dict[str, Any] | None = None) -> None:
     """Load the written problem and run its reference on the CPU on ``params`` (a scaled case; by
-    default the first test case); the output's dtype must have a tolerance or be an integer dtype
-    (checked exactly). Adds what it saw to the report.
+    default the first test case); each tensor of its output (a tensor, or a tuple, list or dict of
+    them) must have a dtype with a tolerance or an integer dtype (checked exactly), unless the
+    problem is checked by its source's own ``check_implementation``. Adds what it saw to the report.
 
     Raises:
         ReferenceFailure: the problem does not load or the reference fails (``cause`` says why).
-        ProblemImportError: its output is not a tensor of a dtype KernelRank checks.
+        ProblemImportError: its output is not of tensors of dtypes KernelRank checks.
     """
     import torch
 
@@ -391,26 +393,35 @@ def check_on_cpu(report: ImportReport, params: dict[str, Any] | None = None) -> 
             out = ref.ref_kernel(data)
     except (ProblemError, Exception) as e:  # noqa: BLE001 - any failure of the source's code is the report
         raise ReferenceFailure(f"the imported reference fails on the CPU ({describe_error(e)})", e) from None
-    refuse_non_tensor(out)
-    dtype = str(out.dtype).removeprefix("torch.")
-    if dtype not in problem.definition.tolerances and dtype not in EXACT_DTYPES:
-        raise ProblemImportError(f"the reference's output dtype {dtype} has no tolerance (KernelRank checks float "
-                                 "and integer outputs)")
+    leaves = refuse_non_tensor(out)
+    dtypes = [str(t.dtype).removeprefix("torch.") for t in leaves]
+    for dtype in dtypes:
+        if (dtype not in problem.definition.tolerances and dtype not in EXACT_DTYPES
+                and problem.definition.check != "source"):
+            raise ProblemImportError(f"the reference's output dtype {dtype} has no tolerance (KernelRank checks float "
+                                     "and integer outputs)")
     label = " ".join(f"{k}={v}" for k, v in params.items())
+    shown = ", ".join(f"{d} {list(t.shape)}" + (" (checked exactly)" if d in EXACT_DTYPES else "")
+                      for d, t in zip(dtypes, leaves))
+    what = "output" if len(leaves) == 1 and type(out) is torch.Tensor else f"output {type(out).__name__} of"  # noqa: E721
     report.derived.append(f"checked: the reference runs on the CPU ({label}): "
-                          f"inputs {tensor_bytes(data)} bytes, output {dtype} {list(out.shape)}"
-                          + (" (checked exactly)" if dtype in EXACT_DTYPES else ""))
+                          f"inputs {tensor_bytes(data)} bytes, {what} {shown}")
     report.derived.append(f"revision {problem.revision[:12]}")
 
 
-def refuse_non_tensor(out: Any) -> None:
-    """Raises :class:`ProblemImportError` unless the reference's output ``out`` is a plain tensor
-    (tuples, lists and dicts of outputs are not checked by KernelRank yet)."""
-    import torch
+def refuse_non_tensor(out: Any) -> list[Any]:
+    """The tensors of the reference's output ``out``: a plain tensor, or a tuple, list or dict of
+    them (torch's named tuples as tuples: :func:`~kernelrank.runner.slotformat.output_leaves`).
 
-    if type(out) is not torch.Tensor:  # noqa: E721
-        raise ProblemImportError(f"the reference returns {type(out).__name__}, not a torch.Tensor, which KernelRank "
-                                 "cannot check")
+    Raises:
+        ProblemImportError: anything else (a Python number, a custom class), which KernelRank cannot check."""
+    from kernelrank.runner.slotformat import output_leaves
+
+    leaves = output_leaves(out)
+    if leaves is None:
+        raise ProblemImportError(f"the reference returns {type(out).__name__}, which KernelRank cannot check (a tensor, "
+                                 "or a tuple, list or dict of tensors)")
+    return leaves
 
 
 def make_cuda_only(report: ImportReport, definition: dict[str, Any], reason: str) -> None:

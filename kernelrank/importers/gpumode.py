@@ -27,6 +27,7 @@ from kernelrank.importers.common import (
     cpu_unsupported, describe_error, fit_case, fit_cases, make_cuda_only, memoized, refuse_non_tensor,
     rewrite_devices, tensor_bytes, write_and_check,
 )
+from kernelrank.importers.buffers import find_buffers, named_buffers
 from kernelrank.problems import Budgets
 
 #: GPU MODE's own defaults for ``match_reference`` (``problems/pmpp/utils.py``), used when neither
@@ -42,8 +43,7 @@ The source's files are kept below as text ({files}), with every hard-coded CUDA 
 the run's device (``_kernelrank_device``, {rewrites} places). They are executed as modules of
 their own names while this file loads, and the same text is shipped to the submission's process
 (``SUBMISSION_MODULES``), so a submission's ``from task import input_t`` works as in GPU MODE.
-GPU MODE's ``check_implementation`` is not used: KernelRank checks outputs itself with the
-tolerances of ``problem.yaml`` ({tolerance_note}).
+Outputs are judged as ``problem.yaml``'s ``check`` says: {check_note}.
 """
 
 import sys
@@ -86,6 +86,12 @@ def generate_input(*, seed: int, device: str = "cpu", **params):
 def ref_kernel(data):
     """The source's ``ref_kernel``."""
     return _MODULES["reference"].ref_kernel(data)
+
+
+def check_implementation(data, output):
+    """The source's ``check_implementation(data, output) -> (passed, message)``, which the judge
+    calls in its own process where ``problem.yaml``'s ``check`` is ``source``."""
+    return _MODULES["reference"].check_implementation(data, output)
 
 
 def flops(case: dict) -> int:
@@ -140,18 +146,30 @@ def _float_kwargs(call: ast.Call) -> dict[str, float]:
     return out
 
 
-def _tolerance(reference: str, utils: str | None) -> tuple[float, float, str, str | None]:
-    """``(rtol, atol, where from, warning)`` from ``make_match_reference(..., rtol=, atol=)`` in the
+def _check_rule(reference: str) -> tuple[str, str]:
+    """``(check, what the report assumes)``: ``source`` where the reference defines its own
+    ``check_implementation`` function (a residual check, a tolerance that scales with the size),
+    run by the judge in its own process as the reference is; else ``promote``, GPU MODE's
+    ``make_match_reference`` and ``verbose_allclose`` (values within the tolerance once the output
+    and the reference are promoted to a common dtype: a float32 output against a float64 one)."""
+    for node in ast.parse(reference).body:
+        if isinstance(node, ast.FunctionDef) and node.name == "check_implementation":
+            return "source", ("outputs are judged by the source's own check_implementation(data, output), run in the "
+                              "judge's process as the reference is (problem code, trusted; never in the submission's "
+                              "process); the tolerances below are not used")
+    return "promote", ("outputs are judged as GPU MODE's verbose_allclose judges them: within the tolerance below "
+                       "once output and reference are promoted to a common dtype (a float32 output against a float64 "
+                       "reference passes)")
+
+
+def _tolerance(reference: str, utils: str | None) -> tuple[float, float, str]:
+    """``(rtol, atol, where from)`` from ``make_match_reference(..., rtol=, atol=)`` in the
     reference, else the defaults of ``utils.match_reference``, else GPU MODE's."""
     tree = ast.parse(reference)
-    warning = None
     found: dict[str, float] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "make_match_reference":
             found = _float_kwargs(node)
-        if isinstance(node, ast.FunctionDef) and node.name == "check_implementation":
-            warning = ("the source's check_implementation is its own function: KernelRank checks elementwise with "
-                       "the tolerance below instead; review it against the source's check")
     defaults = {"rtol": DEFAULT_RTOL, "atol": DEFAULT_ATOL}
     origin = "GPU MODE's match_reference defaults"
     if utils:
@@ -167,7 +185,7 @@ def _tolerance(reference: str, utils: str | None) -> tuple[float, float, str, st
                             pass
     if found:
         origin = "reference.py make_match_reference(" + ", ".join(f"{k}={v:g}" for k, v in found.items()) + ")"
-    return found.get("rtol", defaults["rtol"]), found.get("atol", defaults["atol"]), origin, warning
+    return found.get("rtol", defaults["rtol"]), found.get("atol", defaults["atol"]), origin
 
 
 def _type_alias(task: str | None, name: str) -> str:
@@ -233,10 +251,10 @@ def import_gpumode(folder: Path, name: str, *, cpu_input_bytes: int = CPU_INPUT_
     report.derived.append("modules shipped to submissions: " + ", ".join(f"{n} ({paths[n]})" for n in sources))
     report.derived.append(f"hard-coded CUDA devices made the run's device: {rewrites} places")
 
-    rtol, atol, origin, warning = _tolerance(originals["reference"], originals.get("utils"))
+    rtol, atol, origin = _tolerance(originals["reference"], originals.get("utils"))
     report.derived.append(f"tolerance rtol={rtol:g} atol={atol:g} for every float dtype, from {origin}")
-    if warning:
-        report.assumed.append(warning)
+    check, check_note = _check_rule(originals["reference"])
+    report.assumed.append(check_note)
 
     if not any(isinstance(n, ast.FunctionDef) and n.name == "generate_input" for n in ast.parse(originals["reference"]).body):
         raise ProblemImportError(f"{paths['reference']}: no generate_input function (GPU MODE's interface is "
@@ -249,8 +267,9 @@ def import_gpumode(folder: Path, name: str, *, cpu_input_bytes: int = CPU_INPUT_
     _refuse_unsupplied_arguments(originals["reference"], tests + cuda, task_path)
     reference = _REFERENCE.format(name=name, source=str(folder), files=", ".join(f"{n}.py" for n in sources),
                                   rewrites=rewrites, sources="{\n" + "".join(f"    {n!r}: {t!r},\n" for n, t in sources.items()) + "}",
-                                  tolerance_note=f"rtol={rtol:g}, atol={atol:g}")
-    cpu, tests_fit, check = _cpu_cases(report, reference, tests, cuda, cpu_input_bytes)
+                                  check_note=check if check == "source" else f"{check}, rtol={rtol:g}, atol={atol:g}")
+    cpu, tests_fit, check_case, buffers = _cpu_cases(report, reference, tests, cuda, cpu_input_bytes,
+                                                     named_buffers(originals["reference"]))
 
     budgets = Budgets()
     timeouts = {"test": task.get("test_timeout"), "benchmark": task.get("benchmark_timeout"),
@@ -278,11 +297,13 @@ def import_gpumode(folder: Path, name: str, *, cpu_input_bytes: int = CPU_INPUT_
         "benchmarks": {"cpu": cpu, "cuda": cuda},
         "budgets": {"compile": budgets.compile, **budget, "profile": budgets.profile},
         "timing": CASE_TIMING,
+        "check": check,
+        "output_buffers": buffers,
     }
     if report.cuda_only:
         make_cuda_only(report, definition, report.cuda_only)
     files = _solutions(folder, task, report)
-    write_and_check(report, definition, reference, files, force, check)
+    write_and_check(report, definition, reference, files, force, check_case)
     return report
 
 
@@ -331,11 +352,14 @@ def _refuse_unsupplied_arguments(reference: str, cases: list[dict[str, Any]], ta
 
 
 def _cpu_cases(report: ImportReport, reference: str, tests: list[dict[str, Any]], cuda: list[dict[str, Any]],
-               budget: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None]:
-    """``(cpu benchmarks, tests, the case the CPU check runs)``: the source's cases scaled to
-    ``budget`` (the check's to :data:`TEST_INPUT_BYTES`, so a heavy reference stays quick). A source
-    that cannot run on the CPU for want of a GPU or a package sets ``report.cuda_only`` and keeps
-    its tests as they are.
+               budget: int, named: dict[int, str]
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any] | None, list[str]]:
+    """``(cpu benchmarks, tests, the case the CPU check runs, output buffers)``: the source's cases
+    scaled to ``budget`` (the check's to :data:`TEST_INPUT_BYTES`, so a heavy reference stays
+    quick), and the inputs that are output buffers, found on the check's case
+    (:func:`~kernelrank.importers.buffers.find_buffers`). A source that cannot run on the CPU for
+    want of a GPU or a package sets ``report.cuda_only``, keeps its tests as they are, and takes
+    as output buffers the inputs its ``ref_kernel`` names so (``named``), unconfirmed.
 
     Raises:
         ProblemImportError: the reference fails on the CPU for another reason, or scaling fails.
@@ -350,6 +374,7 @@ def _cpu_cases(report: ImportReport, reference: str, tests: list[dict[str, Any]]
             return tensor_bytes(ref_module.generate_input(device="cpu", **params))
 
         check, granularity = _first_check(ref_module, tests[0], input_bytes)
+        buffers = find_buffers(ref_module, check, named)
         cpu, scaled_n = fit_cases(cuda, input_bytes, budget, granularity)
         tests_fit, tests_scaled = fit_cases(tests, input_bytes, budget, granularity)
     except ProblemImportError:
@@ -360,14 +385,23 @@ def _cpu_cases(report: ImportReport, reference: str, tests: list[dict[str, Any]]
             raise ProblemImportError(f"the source's reference fails on the CPU: {describe_error(e)}") from None
         report.derived.append(f"benchmarks: cuda {len(cuda)} as the source has them; cpu none")
         report.derived.append(f"tests: {len(tests)} from the source, unscaled (they run on CUDA only)")
-        return [], tests, None
+        buffers = [str(i) for i in sorted(named)]
+        if buffers:
+            report.assumed.append("output buffers (not confirmed: the reference does not run here): "
+                                  + ", ".join(f"data[{i}] ({named[i]})" for i in sorted(named)))
+        return [], tests, None, buffers
     report.derived.append(f"benchmarks: cuda {len(cuda)} as the source has them; cpu {len(cpu)} "
                           f"({scaled_n} scaled down to at most {budget / 2**20:g} MiB of inputs, duplicates dropped)")
     if tests_scaled:
         report.derived.append(f"tests: {tests_scaled} of {len(tests)} scaled down to the CPU input budget "
                               "(they run on both devices)")
     report.derived.append(f"tests: {len(tests_fit)} from the source")
-    return cpu, tests_fit, check
+    if buffers:
+        report.assumed.append("output buffers (destination-passing): " + ", ".join(f"data[{p.replace('.', '][')}]" for p in buffers)
+                              + "; the reference's output does not depend on what they hold. The judge gives each "
+                              "call fresh ones filled with 0xFF bytes (NaN), reads what the call wrote into them, and "
+                              "still fails an output that shares memory with any other input")
+    return cpu, tests_fit, check, buffers
 
 
 def _solutions(folder: Path, task: dict[str, Any], report: ImportReport) -> dict[str, str]:

@@ -1,5 +1,6 @@
 """The static hack detector ``kernelguard`` (PyPI; GPU MODE runs it before queueing) as an
-advisory signal: each submission's code is scanned once, when its verdict is recorded, and the
+advisory signal: each submission's code is scanned once, when its job starts (in the go-ahead,
+while the runner judges: off the verdict's path) or else when its verdict is recorded, and the
 result is stored with it (``Submission.guard``) for admins, shown beside the speedup review mark.
 It never rejects, ranks or un-ranks anything: a rule-based scan flags some honest kernels (it
 marks one correct GEMM of the bundled examples as ``low_confidence``) and misses most attacks

@@ -10,8 +10,9 @@ with the reason, and is dropped.
 :func:`sweep` (run periodically by :mod:`kernelrank.sweeper`) finds ``running`` jobs whose runner
 sent no heartbeat for ``runner_lost_s`` (or that outlived their time limit by as much) and
 ``queued`` ones older than ``queued_lost_s`` whose message is in no queue, and puts them back in
-their queue, or, once a job has used its starts, ends it as ``error``. Every function only
-changes rows; the caller commits, then sends the returned jobs (a job committed as queued whose
+their queue, or, once a job has used its starts, ends it as ``error``; and it sends the jobs of
+measurements made again whose back-off is over (:mod:`kernelrank.services.remeasure`). Every
+function only changes rows; the caller commits, then sends the returned jobs (a job committed as queued whose
 message could not be sent is found again by the next sweep).
 """
 
@@ -26,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from kernelrank.db.models import Runner, Submission, utcnow
 from kernelrank.queue import job_time_limit
+from kernelrank.services import guard, remeasure
 from kernelrank.services.problems import definition
 from kernelrank.services.submissions import current_job
 from kernelrank.vocab import FINAL_STATUSES, SubmissionStatus, Verdict
@@ -54,10 +56,12 @@ class Job:
 
 @dataclass
 class SweepReport:
-    """What one sweep did: jobs to send (requeued) and submissions ended as ``error``."""
+    """What one sweep did: jobs to send (``requeued``; ``remeasured``: measurements made again
+    whose back-off is over, :mod:`kernelrank.services.remeasure`) and submissions ended as ``error``."""
 
     requeued: list[Job] = field(default_factory=list)
     failed: list[int] = field(default_factory=list)
+    remeasured: list[Job] = field(default_factory=list)
 
 
 def died_message(starts: int) -> str:
@@ -79,7 +83,8 @@ def start_job(session: Session, submission_id: int, runner: str, max_starts: int
               runner_lost_s: float, attempt: int | None = None) -> StartDecision:
     """A runner is about to start the job of ``submission_id``: may it?
 
-    Yes (``starts`` + 1, status ``running`` on ``runner``) unless the submission is unknown or
+    Yes (``starts`` + 1, status ``running`` on ``runner``, the code's kernelguard scan stored)
+    unless the submission is unknown or
     finished, runs on another runner heard from within ``runner_lost_s`` seconds, or was already
     started ``max_starts`` times, in which case it ends now as ``error`` with the reason.
     """
@@ -101,6 +106,8 @@ def start_job(session: Session, submission_id: int, runner: str, max_starts: int
     sub.status = SubmissionStatus.running.value
     sub.runner = runner[:255]
     sub.started_at = utcnow()
+    if sub.guard is None:  # the advisory scan (about 20 ms) while the runner judges, not on the verdict's path
+        sub.guard = guard.scan(sub.code)
     return StartDecision(True)
 
 
@@ -137,6 +144,11 @@ def sweep(session: Session, *, max_starts: int, runner_lost_s: float, queued_los
                                  .order_by(Submission.id).with_for_update(skip_locked=True)))
     by_queue: dict[str, set[int] | None] = {}
     for sub in stale:
+        if remeasure.is_deferred(sub):  # a measurement made again, held while it backs off
+            if remeasure.due(sub, now):
+                remeasure.sent(sub, now)
+                report.remeasured.append(Job(sub.id, *current_job(sub)))
+            continue
         sent = _aware(sub.dispatched_at or sub.created_at)
         if sent > queued_before:
             continue
@@ -150,9 +162,12 @@ def sweep(session: Session, *, max_starts: int, runner_lost_s: float, queued_los
 
 
 def _requeue(sub: Submission, now: dt.datetime) -> Job:
+    """The job sent again, marked ``redelivered``: its runner waits for the go-ahead before it
+    starts it (it may be a job that kills its runner; :mod:`kernelrank.runner.goahead`)."""
     sub.status = SubmissionStatus.queued.value
     sub.dispatched_at = now
-    return Job(sub.id, *current_job(sub))
+    message, queue, time_limit = current_job(sub)
+    return Job(sub.id, {**message, "redelivered": True}, queue, time_limit)
 
 
 def _time_limit(sub: Submission) -> float:

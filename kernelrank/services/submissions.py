@@ -11,11 +11,12 @@ holds how far they differ, never narrower than the board's recent submissions' r
 :func:`~kernelrank.runner.stats.combine_runs`, :func:`calibration.board_spread`) re-based on the board's
 calibration (:mod:`kernelrank.services.calibration`), with its 95% interval. Runs whose speedups
 differ too much to rank (:func:`~kernelrank.runner.stats.runs_disagree`: the machine's speed
-changed between them), or a run too noisy to rank, are measured again by themselves: a new
-attempt of both runs (``queued`` again, its message says why), all of its runs then combined
-(:func:`kernelrank.judgement.judge`), up to ``settings.remeasures`` times; after that it stays
-passed and unranked until an admin requeues it. A ``queued`` submission can be ``cancelled`` by its owner
-or an admin (:func:`cancel_submission`); a runner's later reports about it are dropped. Starts are counted and bounded, and jobs of
+changed between them), or a run too noisy to rank or that the judge could not measure (the machine
+too busy), are measured again by themselves: a new attempt of both runs (``queued`` again, its
+message says why and when), all of its runs then combined (:func:`kernelrank.judgement.judge`), up
+to ``settings.remeasures`` times, each after a longer wait; after that it stays passed and unranked,
+and the admins are told, until one requeues it (:mod:`kernelrank.services.remeasure`). A
+``queued`` submission can be ``cancelled`` by its owner or an admin (:func:`cancel_submission`); a runner's later reports about it are dropped. Starts are counted and bounded, and jobs of
 vanished runners requeued, by :mod:`kernelrank.services.jobs`.
 
 A passing run whose speedup is beyond the problem's ``review_speedup`` marks the submission
@@ -30,6 +31,7 @@ runs (one per kind, as always) and the measurements the service makes again afte
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import math
 import re
@@ -44,8 +46,8 @@ from kernelrank.db.models import Run, Submission, User, utcnow
 from kernelrank.judgement import RunRecord
 from kernelrank.queue import job_time_limit
 from kernelrank.roofline import FLOOR_REASON
-from kernelrank.runner.stats import Interval
-from kernelrank.services import Conflict, Forbidden, Invalid, NotFound, TooLarge, bundles, calibration, limits, runners
+from kernelrank.services import (Conflict, Forbidden, Invalid, NotFound, TooLarge, bundles, calibration, limits,
+                                 remeasure, runners)
 from kernelrank.services.problems import current_revision, deadline_of, definition, sees_hidden, spec_of, takes_ranked
 from kernelrank.vocab import (FINAL_STATUSES, RUN_KINDS, VERDICTS, CaseKind, DeviceClass, Mode, RunKind, SubmissionStatus, Verdict,
                               device_class, parse_mode, run_kinds)
@@ -185,7 +187,8 @@ def mark_started(session: Session, submission_id: int, runner: str) -> None:
 
 
 def record_run(session: Session, submission_id: int, kind: str, result: dict[str, Any], runner: str,
-               attempt: int | None = None, remeasures: int = 0, again: Dispatch | None = None) -> bool:
+               attempt: int | None = None, remeasures: int = 0, again: Dispatch | None = None,
+               backoff: judgement.Backoff | None = None) -> bool:
     """Store one run's result for the submission's current attempt, once: a second delivery of the
     same (submission, attempt, kind) is ignored, and so is a result for another ``attempt`` than
     the current one (a job of before a requeue; ``None``: a runner that does not say). Sets the
@@ -193,11 +196,14 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
     not a :data:`~kernelrank.vocab.VERDICTS` verdict is stored as ``error`` (saying so), a
     ``score_ns`` that is not a finite number as ``None``.
 
-    A passing leaderboard submission whose runs are too noisy to rank, or disagree, is measured
-    again, up to ``remeasures`` times (``settings.remeasures``), when ``again`` is given: a new
-    attempt whose runs are combined with the earlier ones (:func:`_finish_if_complete`); its job
-    is handed to ``again`` (message, device queue, time limit), for the caller to send once this
-    session is committed (the sweeper sends it again if that fails).
+    A passing leaderboard submission whose runs are too noisy to rank, could not be measured, or
+    disagree, is measured again, up to ``remeasures`` times (``settings.remeasures``), when
+    ``again`` is given: a new attempt whose runs are combined with the earlier ones
+    (:func:`_finish_if_complete`), its job held for the ``backoff``'s wait (``None``: settings'
+    ``remeasure_delay_seconds`` and ``remeasure_backoff``) and then sent by the sweeper
+    (:mod:`kernelrank.services.remeasure`); with no wait its job is handed to ``again`` (message,
+    device queue, time limit), for the caller to send once this session is committed (the sweeper
+    sends it again if that fails). After the last, the admins are told.
 
     Raises:
         NotFound: unknown submission.
@@ -236,8 +242,14 @@ def record_run(session: Session, submission_id: int, kind: str, result: dict[str
         return False
     session.flush()
     bundles.store_samples(session, run, samples)
-    _finish_if_complete(session, sub, remeasures=remeasures if again is not None else 0)
-    if again is not None and sub.status == SubmissionStatus.queued:  # measured again
+    if again is not None and backoff is None:
+        from kernelrank.settings import get_settings
+
+        settings = get_settings()
+        backoff = judgement.Backoff(settings.remeasure_delay_seconds, settings.remeasure_backoff)
+    _finish_if_complete(session, sub, remeasures=remeasures if again is not None else 0,
+                        backoff=backoff or judgement.Backoff(), notify=again is not None)
+    if again is not None and sub.status == SubmissionStatus.queued and sub.remeasure_at is None:  # measured again now
         again(*current_job(sub))
     return True
 
@@ -269,12 +281,15 @@ def headline_case(result: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True, remeasures: int = 0,
-                        review_cleared: bool = False) -> None:
+                        review_cleared: bool = False, backoff: judgement.Backoff = judgement.Backoff(),
+                        notify: bool = False) -> None:
     """Set the verdict once every expected run of the current attempt is in; ``new_run``: a run
     was just recorded (it may then add to the board's calibration, once). The verdict, speedup,
     rank and score are :func:`kernelrank.judgement.judge`'s over every measurement that counts
     (attempts ``measured_from`` on); a submission it measures again is ``queued`` as a new
-    attempt; a ranked score is re-based on the board's calibration."""
+    attempt, held for ``backoff``'s wait; one it gives up on is marked for the admins when
+    ``notify`` (the control worker's record, which measures again) or already so marked; a ranked
+    score is re-based on the board's calibration."""
     session.expire(sub, ["runs"])  # the run just added is in the table, not yet in the loaded list
     counted = sorted(sub.counted_runs, key=lambda r: (r.attempt, r.id))
     latest = {r.kind for r in counted if r.attempt == sub.attempt}
@@ -309,8 +324,12 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True,
         if changed and cal is not None:
             calibration.rescale(session, cal)
     if judged.again:
-        _measure_again(sub, judged.noisy, judged.measured.runs)
+        _measure_again(sub, judged, backoff, remeasures)
         return
+    if judged.gave_up and (notify or sub.too_noisy_at is not None):
+        remeasure.tell_admins(sub, judged.message)
+    elif not judged.gave_up:
+        sub.too_noisy_at = None
     sub.finished_at = utcnow()
     if sub.guard is None:  # advisory only: stored for admins, never changes the verdict above
         from kernelrank.services import guard
@@ -327,13 +346,18 @@ def _noisy_above(sub: Submission) -> float:
         return math.inf
 
 
-def _measure_again(sub: Submission, noisy: bool, measured: list[Interval]) -> None:
+def _measure_again(sub: Submission, judged: judgement.Judgement, backoff: judgement.Backoff, remeasures: int) -> None:
     """Queue a passing leaderboard submission's next measurement: a new attempt whose runs count
-    with the earlier ones (``measured_from`` stays), not ranked until it is in; the message says
-    why."""
-    why = ("a run was too noisy to rank" if noisy else
-           f"its runs disagree (speedups {judgement.speedups_text(measured)})")
-    _new_attempt(sub, f"measuring again (measurement {sub.measurements + 1}): {why}")
+    with the earlier ones (``measured_from`` stays), not ranked until it is in, its job held for
+    ``backoff``'s wait (:func:`kernelrank.services.remeasure.defer`); the message says why, when,
+    and which of how many measurements it is."""
+    made = sub.measurements
+    wait = backoff.delay_s(made)
+    now = utcnow()
+    due = now + dt.timedelta(seconds=wait)
+    _new_attempt(sub, remeasure.waiting_message(made + 1, remeasures + 1, wait, due,
+                                                judged.unquiet or "a run was too noisy to rank"))
+    remeasure.defer(sub, wait, now)
 
 
 def get_submission(session: Session, submission_id: int) -> Submission:
@@ -515,6 +539,7 @@ def requeue(session: Session, submission_id: int, dispatch: Dispatch, force: boo
     if sub.status not in FINAL_STATUSES and not force:
         raise Conflict(f"submission {submission_id} is still {sub.status}; requeue it with force if its job is lost")
     _new_attempt(sub, "")
+    remeasure.cleared(sub)
     sub.measured_from = sub.attempt  # judged afresh: the earlier attempts' runs are history
     sub.speedup = sub.speedup_low = sub.speedup_high = None
     sub.needs_review, sub.review_reason = False, None

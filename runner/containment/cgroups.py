@@ -59,6 +59,10 @@ class CgroupError(RuntimeError):
     """A group could not be made, frozen, thawed or removed."""
 
 
+class FreezeTimeout(CgroupError):
+    """A group's tasks did not all stop within the freeze's timeout."""
+
+
 @dataclass(frozen=True)
 class Layout:
     """Where each capability lives: ``freezer`` is ``("v2", path)`` or ``("v1", path)``; the
@@ -299,7 +303,7 @@ class JobGroup:
             # 0.25-0.4 ms (docs/research/bench-history.md)
             time.sleep(FREEZE_POLL_S)
             if time.monotonic() > end:
-                raise CgroupError(f"the job's cgroup did not freeze within {timeout:g} s")
+                raise FreezeTimeout(f"the job's cgroup did not freeze within {timeout:g} s")
 
     def _frozen_v2(self) -> bool:
         try:

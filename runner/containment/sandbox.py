@@ -66,6 +66,12 @@ class ProtocolViolation(Exception):
     """The child's answer was malformed or oversized."""
 
 
+class ChildUnfrozen(ProtocolViolation):
+    """The child's processes did not all stop within the freeze's timeout after a call (it has
+    been killed): the submission's is a breach like any other; the reference's, the machine too
+    busy (:mod:`kernelrank.runner.judge.busy`)."""
+
+
 class SandboxError(RuntimeError):
     """The child could not isolate itself as planned: a problem of the host, not of the submission."""
 
@@ -495,7 +501,8 @@ class SubmissionProcess:
             self.group.freeze()
         except cgroups.CgroupError as e:
             self.kill()
-            raise ProtocolViolation(f"the submission's processes could not be stopped after the call: {e}") from None
+            raise (ChildUnfrozen if isinstance(e, cgroups.FreezeTimeout) else ProtocolViolation)(
+                f"the {self.runs}'s processes could not be stopped after the call: {e}") from None
         self._frozen = True
         return True
 

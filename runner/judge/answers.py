@@ -15,7 +15,8 @@ from kernelrank.problems import ProblemSpec
 from kernelrank.runner.results import CaseResult
 from kernelrank.runner.containment.sandbox import ProtocolViolation, SubmissionProcess
 from kernelrank.runner.judge.devmem import mib
-from kernelrank.runner.judge.slots import AliasedOutput, SlotError
+from kernelrank.runner.judge.slots import AliasedOutput, SlotError, nbytes
+from kernelrank.runner.slotformat import MAX_OUTPUT_DEPTH, MAX_OUTPUT_LEAVES
 
 
 
@@ -107,14 +108,17 @@ def ns_list(value: Any, expected: int | None) -> list[int]:
     return value
 
 
-def out_room(ref: torch.Tensor) -> int:
-    """Bytes of the output slot a call gets: up to twice the reference's output."""
-    return 2 * data_nbytes(ref)
+def out_room(ref: Any) -> int:
+    """Bytes of the output slot a call gets: up to twice the reference's output (each of its
+    tensors counted from an aligned start: a tuple's tensors follow one another in the slot)."""
+    return 2 * nbytes(ref)
 
 
-def read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) -> torch.Tensor | None:
+def read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) -> Any:
     """The output an answer (or, in a request of several input sets, the ``index``-th call's
-    part of it) describes, from the child's slot or memory; ``None`` when it is not a plain tensor.
+    part of it) describes, from the child's slot or memory, an output buffer's from the judge's
+    own slot: a tensor, or a tuple, list or dict of them as the call returned it
+    (:func:`read_tree`); ``None`` when it is neither.
 
     Raises:
         ProtocolViolation: an output description that does not fit its slot.
@@ -124,18 +128,53 @@ def read_output(child: SubmissionProcess, reply: dict[str, Any], index: int) -> 
     if reply.get("out") is None or reply.get("alias"):  # an alias the child saw fails by its message
         return None
     try:
-        return child.arena.read_output(reply["out"], child.memory, index)
+        return read_tree(child.arena, reply["out"], child.memory, index)
     except AliasedOutput as e:
         raise RunEnded(vocab.Verdict.failed, f"{child.runs}'s output {e}") from None
     except SlotError as e:
         raise ProtocolViolation(str(e)) from None
 
 
+def read_tree(arena: Any, desc: Any, memory: Any, index: int) -> Any:
+    """An output as the child described it (``{"tree": ...}``: a tuple, list or dict of tensor
+    descriptions), each tensor read by the ``arena`` (:meth:`~kernelrank.runner.judge.slots.Arena.read_output`);
+    a plain description is one tensor. Tensors of a container that are not output buffers or read
+    from the child's memory must fit its output slot together.
+
+    Raises:
+        SlotError: a malformed tree, or more than :data:`~kernelrank.runner.slotformat.MAX_OUTPUT_LEAVES` tensors.
+    """
+    if not (isinstance(desc, dict) and "tree" in desc):
+        return arena.read_output(desc, memory, index)
+    count = [0]
+
+    def walk(node: Any, depth: int) -> Any:
+        if depth > MAX_OUTPUT_DEPTH:
+            raise SlotError("an output nested too deeply")
+        if isinstance(node, list):
+            return [walk(x, depth + 1) for x in node]
+        if not isinstance(node, dict):
+            raise SlotError("malformed output tree")
+        if "__tuple__" in node and isinstance(node["__tuple__"], list):
+            return tuple(walk(x, depth + 1) for x in node["__tuple__"])
+        if "__dict__" in node and isinstance(node["__dict__"], dict):
+            return {str(k): walk(x, depth + 1) for k, x in node["__dict__"].items()}
+        count[0] += 1
+        if count[0] > MAX_OUTPUT_LEAVES:
+            raise SlotError("an output of too many tensors")
+        return arena.read_output(node, memory, index)
+
+    return walk(desc["tree"], 0)
+
+
 def data_nbytes(data: Any) -> int:
+    """Bytes of every tensor in a (nested) value: tuples, lists and dicts walked."""
     if isinstance(data, torch.Tensor):
         return data.numel() * data.element_size()
     if isinstance(data, (tuple, list)):
         return sum(data_nbytes(x) for x in data)
+    if isinstance(data, dict):
+        return sum(data_nbytes(x) for x in data.values())
     return 0
 
 

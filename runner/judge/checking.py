@@ -51,7 +51,8 @@ class CheckResult:
         return asdict(self)
 
 
-def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_device: str | None = None) -> CheckResult:
+def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_device: str | None = None,
+                 promote: bool = False) -> CheckResult:
     """Compare ``out`` to ``ref``.
 
     Args:
@@ -60,6 +61,10 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
         atol, rtol: the problem's tolerance for ``ref.dtype``.
         out_device: the device the submission's output was on, when ``out`` was moved to the
             judge over the channel (its ``.device`` is then the judge's, not the submission's).
+        promote: another dtype than ``ref``'s passes if the two promote to a common one (GPU
+            MODE's ``verbose_allclose`` subtracts them: a float32 output against a float64
+            reference); both are then compared in float64 where either is float64 or a 32/64-bit
+            integer, else in float32. Booleans and complex numbers never promote.
 
     Timed calls' outputs are first checked by the quick rule, piece by piece
     (:func:`close_in_pieces`); only one that fails it comes here.
@@ -68,13 +73,13 @@ def check_output(out: Any, ref: torch.Tensor, atol: float, rtol: float, out_devi
         return CheckResult(False, f"output must be a plain torch.Tensor, got {type(out).__module__}.{type(out).__qualname__}")
     if tuple(out.shape) != tuple(ref.shape):
         return CheckResult(False, f"output shape {list(out.shape)} differs from expected {list(ref.shape)}")
-    if out.dtype != ref.dtype:
+    if out.dtype != ref.dtype and not (promote and _promotes(out.dtype, ref.dtype)):
         return CheckResult(False, f"output dtype {_name(out.dtype)} differs from expected {_name(ref.dtype)}")
     device = out_device if out_device is not None else str(out.device)
     if torch.device(device).type != ref.device.type:
         return CheckResult(False, f"output device {device} differs from expected {ref.device.type}")
 
-    work = torch.float64 if ref.dtype in _WIDE else torch.float32
+    work = torch.float64 if ref.dtype in _WIDE or out.dtype in _WIDE else torch.float32
     o = out.detach().to(ref.device, work)
     r = ref.detach().to(work)
     numel = r.numel()
@@ -257,6 +262,12 @@ def _all_finite_close(o: torch.Tensor, r: torch.Tensor, atol: float, rtol: float
         bound.abs_()
     bound.mul_(rtol).add_(atol)
     return float(diff.sub_(bound).amax()) <= 0.0
+
+
+def _promotes(a: torch.dtype, b: torch.dtype) -> bool:
+    """Whether two output dtypes may be compared by promotion (:func:`check_output`'s ``promote``):
+    both real numbers, not booleans."""
+    return all(d != torch.bool and not d.is_complex for d in (a, b))
 
 
 def _name(dtype: torch.dtype) -> str:

@@ -8,7 +8,8 @@ from typing import Any
 
 import torch
 
-from kernelrank.runner.judge.slots import ALIGN, GROW_BYTES, aligned, checked_output, nbytes, place_tree
+from kernelrank.runner.judge.slots import (ALIGN, GROW_BYTES, aligned, checked_output, dest_slot, leaf_offset, nbytes,
+                                           place_tree)
 
 
 class DeviceSlots:
@@ -36,8 +37,10 @@ class DeviceSlots:
         self.out_offset = 0
         self.out_bytes = 0
         self._shared: list[tuple[torch.Tensor, Any]] = []
+        self.tree: Any = None
+        self.dests: dict[str, list[Any]] = {}
 
-    def place(self, data: Any, out_bytes: int) -> dict[str, Any]:
+    def place(self, data: Any, out_bytes: int, dests: dict[str, list[Any]] | None = None) -> dict[str, Any]:
         """Copy ``data``'s tensors (already on the device: the judge generated them there and
         keeps them as its pristine copy) into the buffer, reserve ``out_bytes``, wait until the
         copies are done (the child reads them from another process); the ``go`` layout."""
@@ -53,9 +56,11 @@ class DeviceSlots:
         cursor = [0]
         tree = place_tree(data, self.buf, cursor)
         self.out_offset, self.out_bytes = cursor[0], aligned(out_bytes)
+        self.tree, self.dests = tree, dict(dests or {})
         self.ipc.fence()
         return {"size": self.size, "data": tree, "out": [self.out_offset, self.out_bytes],
-                "vmm": {"generation": self.generation, "handle": self.handle}}
+                "vmm": {"generation": self.generation, "handle": self.handle},
+                **({"dests": self.dests} if self.dests else {})}
 
     def read_output(self, desc: Any) -> torch.Tensor:
         """A device copy of the output the child wrote into its slot (after it answered: it waited
@@ -73,11 +78,17 @@ class DeviceSlots:
         Raises:
             SlotError: as :meth:`~kernelrank.runner.judge.slots.Arena.read_output`.
         """
-        dtype, shape, numel, size = checked_output(desc, self.out_bytes)
         assert self.buf is not None
+        if isinstance(desc, dict) and "dest" in desc:  # an output buffer: its slot as the judge placed it
+            offset, desc = dest_slot(self.tree, self.dests, desc.get("dest"))
+            room = 1 << 62
+        else:
+            at = leaf_offset(desc, self.out_bytes)
+            offset, room = self.out_offset + at, self.out_bytes - at
+        dtype, shape, numel, size = checked_output(desc, room)
         if numel == 0:
             return torch.empty(shape, dtype=dtype, device=self.buf.device)
-        return self.buf[self.out_offset:self.out_offset + size].view(dtype).view(shape)
+        return self.buf[offset:offset + size].view(dtype).view(shape)
 
     def close(self) -> None:
         """Release every buffer shared (the child is gone: its mappings with it)."""

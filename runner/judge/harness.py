@@ -45,10 +45,10 @@ from kernelrank.problems import ProblemSpec
 from kernelrank.runner.host import gpuinfo
 from kernelrank.runner.containment import isolation_check, pch
 from kernelrank.runner.judge import devmem
-from kernelrank.runner.judge import disturbed, hangs
+from kernelrank.runner.judge import busy, disturbed, hangs
 from kernelrank.runner.judge.answers import (RunEnded, out_room, raise_on_device_memory, raise_on_error,
                                              raise_on_tampering, read_output)
-from kernelrank.runner.judge.checking import check_output
+from kernelrank.runner.judge.output_rules import judge_output
 from kernelrank.runner.submission.steady import resolve_vector_math, steady_allocator
 from kernelrank.runner.host.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.judge.inputsets import InputSets
@@ -219,6 +219,8 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
             self._review(result)
         except RunEnded as v:
             result.status, result.message = v.status, v.message
+        except busy.JudgeBusy as e:  # the machine too busy to time the pair: measured again, no verdict
+            busy.unmeasured(result, str(e))
         except ChildTimeout:
             result.status = vocab.Verdict.timeout
             result.message = f"timeout: {self._where} did not finish within its time budget; the process was killed"
@@ -350,22 +352,13 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         the CPU the slots are a shared memory file; on CUDA the same calls place into and read
         from device memory shared with the child through a file descriptor (CUDA VMM) (the GPU change), so no tensor
         data crosses the host or the socket."""
-        return child.arena.place(data, room, direct=child.memory is not None)
+        return child.arena.place(data, room, direct=child.memory is not None, dests=self._dests(data))
 
-    def _check(self, reply: dict[str, Any], out: torch.Tensor | None,
-               ref: torch.Tensor) -> tuple[bool, str, dict[str, Any]]:
-        """Check one output (:func:`~kernelrank.runner.judge.checking.check_output`): the verdict, its
+    def _check(self, reply: dict[str, Any], out: Any, ref: Any, data: Any = None) -> tuple[bool, str, dict[str, Any]]:
+        """Check one output by the problem's rule (:func:`~kernelrank.runner.judge.output_rules.judge_output`;
+        ``data``: the judge's pristine input set, which a ``source`` check needs): the verdict, its
         message and the error figures."""
-        if reply.get("alias"):
-            return False, f"{reply['alias']!s:.500}", {}
-        if out is None:
-            return False, f"output must be a plain torch.Tensor, got {reply.get('out_type')!s:.200}", {}
-        tol = self.definition.tolerance_for(str(ref.dtype).removeprefix("torch."))
-        c = check_output(out, ref, tol.atol, tol.rtol, out_device=str(reply.get("out_device")))
-        figures = {"max_abs_error": c.max_abs_error, "max_rel_error": c.max_rel_error,
-                   "mismatches": c.mismatches, "first_mismatch": c.first_mismatch,
-                   "nan_mismatches": c.nan_mismatches, "inf_mismatches": c.inf_mismatches}
-        return c.passed, c.message, figures
+        return judge_output(self.definition, self.reference, reply, out, ref, data)
 
     # -- test mode ----------------------------------------------------------------------------
     def _run_tests(self, child: SubmissionProcess, deadline: float) -> list[CaseResult]:
@@ -374,7 +367,7 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
             self._where = f"test case {i} ({case.label()})"
             data, ref = self._inputs(case, case.seed)
             reply, out = self._go(child, self._place(child, data, out_room(ref)), deadline, self.ref_s)
-            ok, message, figures = self._check(reply, out, ref)
+            ok, message, figures = self._check(reply, out, ref, data)
             r = CaseResult("test", i, case.params, ok, message if not ok else "ok", checked=1, **figures)
             r.interpreted = bool(reply.get("interpreted"))
             results.append(r)

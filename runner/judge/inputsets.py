@@ -14,6 +14,7 @@ import torch
 
 from kernelrank.problems import Case
 from kernelrank.runner.judge.answers import data_nbytes, mix_seed, out_room
+from kernelrank.runner.judge.output_rules import buffer_keys, poison, with_fresh_buffers
 from kernelrank.runner.judge.pairs import InputSet, PairedCase
 from kernelrank.vocab import DeviceClass
 
@@ -49,6 +50,7 @@ class InputSets:
         generating = time.perf_counter()
         first, second = random.Random(seed).sample(range(len(pool)), 2)
         data = self.reference.derive_input(pool[first], pool[second], seed=seed)
+        poison(data, self._dests(data))
         self._local.inputs_s = time.perf_counter() - generating
         return data
 
@@ -56,8 +58,8 @@ class InputSets:
         """The reference's output on ``data``, computed by the judge (the trusted expected output);
         :attr:`ref_s` is the seconds it took (the judge's clock: the base of the calls' deadlines)."""
         started = time.perf_counter()
-        with torch.no_grad():
-            ref = self.reference.ref_kernel(data)
+        with torch.no_grad():  # into clones of the output buffers: the set the children get keeps its 0xFF bytes
+            ref = self.reference.ref_kernel(with_fresh_buffers(data, self._dests(data)))
         if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only
             torch.cuda.synchronize()
         self._local.ref_s = time.perf_counter() - started
@@ -93,8 +95,16 @@ class InputSets:
         return [first.data, *self._in_threads(lambda s: self._draw(case, s), seeds)]
 
     def _draw(self, case: Case, seed: int) -> Any:
-        """The problem's ``generate_input`` for ``case`` with ``seed``, on the run's device."""
-        return self.reference.generate_input(device=self.device, **dict(case.params, seed=seed))
+        """The problem's ``generate_input`` for ``case`` with ``seed``, on the run's device, its
+        output buffers (``output_buffers``) filled with 0xFF bytes (:func:`~kernelrank.runner.judge.output_rules.poison`)."""
+        data = self.reference.generate_input(device=self.device, **dict(case.params, seed=seed))
+        poison(data, self._dests(data))
+        return data
+
+    def _dests(self, data: Any) -> dict[str, list[Any]]:
+        """The problem's output buffers in ``data``: name to indices and keys
+        (:func:`~kernelrank.runner.judge.output_rules.buffer_keys`); empty for most problems."""
+        return buffer_keys(self.definition, data) if self.definition.output_buffers else {}
 
     def _in_threads(self, work: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """``work`` of each item, in order, in the judge's threads where there are several items

@@ -3,8 +3,8 @@ the judge's clock and the job's CPU time), and when to stop timing a case.
 
 Pure, torch-free functions over recorded numbers (ns), like :mod:`kernelrank.runner.stats`:
 
-- **the stop rule** (:func:`stop_rule`): time a case until its interval is narrow enough, its
-  budget is spent, or (when it is still too wide) its extra time up to a cap is spent too;
+- **the stop rule** (:func:`stop_rule`): time a case until its interval is within its target
+  (once every process timed it), or (when it is still too wide) its extra time up to a cap is spent;
 
 - per request, the claims or the window less the reference's overhead, whichever is longer
   (:func:`judged_times`; the fallback for cases of few requests), and the rejection of a clock
@@ -45,7 +45,7 @@ PROCESSES = {"cpu": 4, "cuda": 1}
 
 def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_above: float, cap: float,
               precision: float, min_pairs: int = MIN_PAIRS, max_pairs: int = MAX_PAIRS,
-              target: float | None = None) -> tuple[bool, bool]:
+              target: float | None = None, settled_s: float | None = None) -> tuple[bool, bool]:
     """Whether to stop timing a case, and whether it is (still) too noisy: ``(stop, noisy)``.
 
     Args:
@@ -57,9 +57,13 @@ def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_
         precision: relative half width at which the case may stop early (:data:`PRECISION`).
         target: relative half width a case is timed to, past its budget if need be (the
             problem's ``CaseTiming.target``); ``None`` or above ``noisy_above``: ``noisy_above``.
+        settled_s: seconds after which a case within ``target`` may stop (``None``: the budget;
+            the timed phase passes the time by which each of its processes has timed the case
+            once, :data:`~kernelrank.runner.judge.timed.SLICES_PER_PROCESS`).
 
     Stops at ``max_pairs``; early, after ``min_pairs``, once the half width is under
-    ``precision``; at the budget, when the half width is at most ``target``; otherwise timing
+    ``precision``; once ``settled_s`` (at most the budget) is spent, when the half width is at
+    most ``target``; otherwise timing
     goes on (a case short of its target gets more time) until ``cap * budget_s``, where it stops,
     noisy if wider than ``noisy_above``. A case stops at its budget only with ``min_pairs``
     pairs or more: an interval from fewer is itself unsure; a slow kernel that has fewer gets its extra time, and is judged at the cap like
@@ -74,7 +78,7 @@ def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_
     if n >= max_pairs:
         return True, width > noisy_above
     enough = noisy_above if target is None else min(target, noisy_above)
-    if spent_s >= budget_s and n >= min_pairs and width <= enough:
+    if spent_s >= (budget_s if settled_s is None else min(settled_s, budget_s)) and n >= min_pairs and width <= enough:
         return True, False
     if spent_s >= cap * budget_s and n >= 1:
         return True, width > noisy_above

@@ -9,7 +9,7 @@ from typing import Any, Callable
 
 import torch
 
-from kernelrank.runner.judge.answers import ReferenceFailed, read_output, set_figures
+from kernelrank.runner.judge.answers import ReferenceFailed, read_output, read_tree, set_figures
 from kernelrank.runner.judge.checking import close_in_pieces, close_to_reader, piece_bounds
 from kernelrank.runner.judge.pairs import InputSet, PairedCase, Side
 from kernelrank.runner.containment.sandbox import SubmissionProcess
@@ -60,7 +60,7 @@ class OutputChecks:
             if side is paired.ref:
                 raise ReferenceFailed(f"the reference's output of timed call {number + j + 1} could not be read "
                                        f"in {self._where}")
-            ok, message, figures = self._check(reply, read_output(side.child, reply, j), s.expected)
+            ok, message, figures = self._check(reply, read_output(side.child, reply, j), s.expected, s.data)
             if ok:
                 continue
             r.passed, r.message = False, f"output of timed call {number + j + 1} is wrong: {message}"
@@ -102,6 +102,8 @@ class OutputChecks:
         def quick(j: int) -> bool | str:
             """Set ``j``'s quick rule; a string: why the reference's output is not usable."""
             call, ref_reply = number + j + 1, replies["reference"][j]
+            if not self._quick_applies(template):  # judged in full, against the judge's own expected output
+                return False
             try:
                 dtype, shape, read_ref = ref_child.arena.output_reader(ref_reply.get("out"), ref_child.memory, j,
                                                                        scratch=1)
@@ -125,14 +127,14 @@ class OutputChecks:
                 continue
             sub_reply, ref_reply = replies["submission"][j], replies["reference"][j]
             s.expected = expected = self._expected(s.data)
-            ok, message, figures = self._check(sub_reply, read_output(sub_child, sub_reply, j), expected)
+            ok, message, figures = self._check(sub_reply, read_output(sub_child, sub_reply, j), expected, s.data)
             if not ok:
                 r.passed, r.message = False, f"output of timed call {call} is wrong: {message}"
                 set_figures(r, figures)
                 return
             with self._reference_failures(paired.ref, math.inf):
                 theirs = read_output(ref_child, ref_reply, j)
-            ok, message, _ = self._check(ref_reply, theirs, expected)
+            ok, message, _ = self._check(ref_reply, theirs, expected, s.data)
             if not ok:
                 raise ReferenceFailed(f"the reference's process gave a wrong output on timed call {call} in "
                                        f"{self._where}, where the submission's was right: {message}")
@@ -145,12 +147,20 @@ class OutputChecks:
         if not isinstance(desc, dict):
             return False
         try:
+            if "tree" in desc:  # a tuple, list or dict of tensors: read whole, each
+                read_tree(child.arena, desc, child.memory, index)
+                return True
             _dtype, shape, read = child.arena.output_reader(desc, child.memory, index)
             for start, stop in piece_bounds(math.prod(shape)):
                 read(start, stop)
         except SlotError:
             return False
         return True
+
+    def _quick_applies(self, expected: Any) -> bool:
+        """Whether an output may be passed by the quick rule against ``expected``: a single tensor
+        judged elementwise (not by the problem's own ``check_implementation``)."""
+        return self.definition.check != "source" and isinstance(expected, torch.Tensor)
 
     def _quick_check(self, child: SubmissionProcess, reply: dict[str, Any], index: int, expected: torch.Tensor,
                      read_ref: Callable[[int, int], torch.Tensor] | None = None, ref_first: bool = False) -> bool:
@@ -164,7 +174,8 @@ class OutputChecks:
         the dtype, shape and device (:func:`~kernelrank.runner.judge.checking.close_to_reader`, each
         piece of the reference's read first where ``ref_first``)."""
         desc = reply.get("out")
-        if reply.get("alias") or not isinstance(desc, dict) or reply.get("out_device") is None:
+        if (reply.get("alias") or not isinstance(desc, dict) or "tree" in desc or reply.get("out_device") is None
+                or not self._quick_applies(expected)):
             return False
         try:
             dtype, shape, read = child.arena.output_reader(desc, child.memory, index)

@@ -76,6 +76,10 @@ class Arena:
         self.out_bytes = 0
         #: per input set of the last layout, its output slot ``(offset, bytes)``
         self.outs: list[tuple[int, int]] = []
+        #: per input set of the last layout, its tree (:func:`place_tree`), and the output buffers
+        #: placed with it (name: indices and keys), which an output may name (:func:`dest_slot`)
+        self.trees: list[Any] = []
+        self.dests: dict[str, list[Any]] = {}
         self.device: DeviceSlots | None = None
         if ipc is not None:  # GPU slots (their module imports this one's helpers)
             from kernelrank.runner.judge.device_slots import DeviceSlots
@@ -102,19 +106,22 @@ class Arena:
         self._ensure(nbytes + ALIGN)
         return self.size
 
-    def place(self, data: Any, out_bytes: int, direct: bool = False) -> dict[str, Any]:
+    def place(self, data: Any, out_bytes: int, direct: bool = False,
+              dests: dict[str, list[Any]] | None = None) -> dict[str, Any]:
         """Write the tensors of ``data`` (any nesting of lists, tuples, string-keyed dicts) and
         reserve ``out_bytes`` for the output; returns the layout the ``go`` request carries.
         ``direct``: the output will be read from the child's own memory (``go``'s ``direct``), so
         ``out_bytes`` only bounds its size and takes no room in the file (:meth:`place_sets`).
-        Call only while the child is frozen."""
+        ``dests``: the set's output buffers (name: its indices and keys in ``data``), which the
+        layout names for the child and an output may be (:func:`dest_slot`). Call only while the
+        child is frozen."""
         if self.device is not None:
-            return self.device.place(data, out_bytes)
-        return self.place_sets([data], out_bytes, direct, single=True)
+            return self.device.place(data, out_bytes, dests)
+        return self.place_sets([data], out_bytes, direct, single=True, dests=dests)
 
     def place_sets(self, sets: list[Any], out_bytes: int, direct: bool = False,
-                   single: bool = False, copy: Callable[[list[tuple[torch.Tensor, torch.Tensor]]], Any] | None = None
-                   ) -> dict[str, Any]:
+                   single: bool = False, copy: Callable[[list[tuple[torch.Tensor, torch.Tensor]]], Any] | None = None,
+                   dests: dict[str, list[Any]] | None = None) -> dict[str, Any]:
         """Several input sets for one request of one call per set (CPU slots only), each followed
         by an output slot of ``out_bytes``; the layout ``{"size", "sets": [{"data", "out"}, ...]}``
         that a ``go`` request carries (``single``: one set, as :meth:`place` lays it out). Call
@@ -149,10 +156,12 @@ class Arena:
                 cursor[0] += room
         (copy or copy_pieces)(pending)
         self.outs = [(offset, room) for offset in offsets]
+        self.trees, self.dests = trees, dict(dests or {})
         self.out_offset, self.out_bytes = self.outs[0]
+        named = {"dests": dests} if dests else {}
         if single:
-            return {"size": self.size, "data": trees[0], "out": [offsets[0], room]}
-        return {"size": self.size, "sets": [{"data": t, "out": [o, room]} for t, o in zip(trees, offsets)]}
+            return {"size": self.size, "data": trees[0], "out": [offsets[0], room], **named}
+        return {"size": self.size, "sets": [{"data": t, "out": [o, room]} for t, o in zip(trees, offsets)], **named}
 
     def _out_slot(self, index: int) -> tuple[int, int]:
         """``(offset, bytes)`` of the ``index``-th input set's output slot.
@@ -163,6 +172,20 @@ class Arena:
         if not 0 <= index < max(1, len(self.outs)):
             raise SlotError("an output for an input set that was not placed")
         return self.outs[index] if self.outs else (self.out_offset, self.out_bytes)
+
+    def _leaf_slot(self, desc: Any, index: int) -> tuple[int, int, Any]:
+        """``(offset, bytes, description)`` of the memory one output tensor is read from: an output
+        buffer's own slot, as the judge laid it out (:func:`dest_slot`: its dtype and shape, not the
+        child's word), else the ``index``-th set's output slot, ``"at"`` bytes in for a tensor of a
+        tuple, list or dict (:func:`leaf_offset`)."""
+        if isinstance(desc, dict) and "dest" in desc:
+            if not 0 <= index < len(self.trees):
+                raise SlotError("an output buffer of an input set that was not placed")
+            offset, own = dest_slot(self.trees[index], self.dests, desc.get("dest"))
+            return offset, checked_output(own, 1 << 62)[3], own
+        out_offset, out_bytes = self._out_slot(index)
+        at = leaf_offset(desc, out_bytes)
+        return out_offset + at, out_bytes - at, desc
 
     def read_output(self, desc: Any, memory: ChildMemory | None = None, index: int = 0) -> torch.Tensor:
         """A copy of the output the child described (``{"dtype", "shape"}``) from its slot (the
@@ -175,7 +198,7 @@ class Arena:
         """
         if self.device is not None:
             return self.device.read_output(desc)
-        out_offset, out_bytes = self._out_slot(index)
+        out_offset, out_bytes, desc = self._leaf_slot(desc, index)
         dtype, shape, numel, size = checked_output(desc, out_bytes)
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
@@ -207,7 +230,7 @@ class Arena:
             whole = self.device.output_view(desc)
             flat = whole.view(-1)
             return whole.dtype, list(whole.shape), lambda a, b: flat[a:b]
-        out_offset, out_bytes = self._out_slot(index)
+        out_offset, out_bytes, desc = self._leaf_slot(desc, index)
         dtype, shape, numel, size = checked_output(desc, out_bytes)
         item = size // numel if numel else 1
         if "addr" in desc:
@@ -461,6 +484,43 @@ class ChildMemory:
             if fd is not None and fd >= 0:
                 os.close(fd)
         self.fd, self.pidfd, self._fast = -1, None, False
+
+
+def leaf_offset(desc: Any, room: int) -> int:
+    """Bytes into the output slot (of ``room`` bytes) where a tensor of an output lies: its ``"at"``
+    (a container's tensors follow one another), 0 for a plain tensor's.
+
+    Raises:
+        SlotError: an ``"at"`` that is not a multiple of the alignment within the slot."""
+    at = desc.get("at", 0) if isinstance(desc, dict) else 0
+    if type(at) is not int or at < 0 or at % ALIGN or (at and at >= room):
+        raise SlotError("malformed output offset")
+    return at
+
+
+def dest_slot(tree: Any, dests: dict[str, list[Any]], name: Any) -> tuple[int, dict[str, Any]]:
+    """``(offset, {"dtype", "shape"})`` of the output buffer ``name`` an output names
+    (``{"dest": name}``) in the layout the judge placed (``tree``, :func:`place_tree`'s, and the
+    ``dests`` it placed with it: name to indices and keys): the judge's own record of where it put
+    that buffer, never the child's word.
+
+    Raises:
+        SlotError: a name the judge did not place, or a path that leads to no tensor slot."""
+    if not isinstance(name, str) or name not in dests:
+        raise SlotError("an output buffer the input set does not have")
+    node = tree
+    for key in dests[name]:
+        if isinstance(node, dict) and "__tuple__" in node:
+            node = node["__tuple__"]
+        elif isinstance(node, dict) and "__dict__" in node:
+            node = node["__dict__"]
+        try:
+            node = node[key]
+        except (KeyError, IndexError, TypeError):
+            raise SlotError(f"output buffer {name!r} is not in the input set") from None
+    if not isinstance(node, dict) or "__slot__" not in node:
+        raise SlotError(f"output buffer {name!r} is not a tensor of the input set")
+    return int(node["__slot__"]), {"dtype": node["dtype"], "shape": node["shape"]}
 
 
 def checked_output(desc: Any, room: int) -> tuple[torch.dtype, list[int], int, int]:

@@ -47,6 +47,14 @@ MAX_BATCH = 16
 REQUEST_SECONDS = 0.02
 
 
+#: Slices of a case per pair of processes within its budget (:meth:`TimedPhase._rounds`): a case is
+#: timed on every pair of processes by ``budget / SLICES_PER_PROCESS`` seconds and may stop there
+#: once its interval is within its target (:func:`~kernelrank.runner.judge.judging.stop_rule`'s
+#: ``settled_s``); with one slice per process a case always ran its whole budget, which was most
+#: of a leaderboard run's wall time (issue #46; figures: bench/README.md, ``bench/ranked.py``).
+SLICES_PER_PROCESS = 2
+
+
 #: Most input sets (calls) per timed request.
 MAX_SETS_PER_REQUEST = 16
 
@@ -153,7 +161,7 @@ class TimedPhase:
                 result: EvalResult, deadline: float,
                 calibration: tuple[float, ...] | None) -> list[tuple[PairedCase, stats.Interval, float]]:
         """Time the benchmark cases in rounds: in round ``r`` each case not yet finished gets one
-        slice of ``budget / K`` seconds (:meth:`_time_slice`) on pair of processes ``r % K``
+        slice of ``budget / (K x SLICES_PER_PROCESS)`` seconds (:meth:`_time_slice`) on pair of processes ``r % K``
         (:meth:`processes`), so that a case is timed on every pair of processes, each at another
         moment of the run, and the stop rule judges it only after that; a case's warm-up comes
         right before its first slice. The cases' results go to ``result`` in their order, each
@@ -322,7 +330,7 @@ class TimedPhase:
     def _time_slice(self, paired: PairedCase, case: Case, deadline: float) -> None:
         """One slice of a case's timing (:meth:`_rounds`): batches of pairs on pair of processes
         ``s % K`` for its slice ``s`` (every case takes part in every round from the first, so
-        ``s`` is the round) for ``budget / K`` seconds (at least one batch), or until the stop rule
+        ``s`` is the round) for ``budget / (K x SLICES_PER_PROCESS)`` seconds (at least one batch), or until the stop rule
         ends the case (``paired.done``).
 
         Per batch: the input sets and their expected outputs are prepared, then for each set the
@@ -350,7 +358,7 @@ class TimedPhase:
         assert first is not None  # the case was opened
         k_processes = len(paired.sub.children)
         process = paired.slices % k_processes
-        slice_s = budget_s / k_processes
+        slice_s = budget_s / (k_processes * SLICES_PER_PROCESS)
         interval = paired.interval()
         batches = 0  # in this slice
         while True:
@@ -359,7 +367,8 @@ class TimedPhase:
             seen_all = paired.slices >= k_processes or (paired.slices == k_processes - 1 and process in paired.sub.procs)
             if seen_all:
                 stop, noisy = judging.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
-                                              judging.PRECISION[self.device], target=timing.target)
+                                              judging.PRECISION[self.device], target=timing.target,
+                                              settled_s=budget_s / SLICES_PER_PROCESS)
                 if interval is None and spent >= timing.cap * budget_s and paired.disturbed_pairs()["share"] > 0:
                     stop = noisy = True  # every pair disturbed through the case's extra time (a slow kernel
                     # whose processes are still warming up goes on: the mode's budget bounds it)
@@ -505,7 +514,7 @@ class TimedPhase:
                 steady.append(claims[-1])
             calls += 1
             if calls == 1:
-                ok, message, figures = self._check(reply, out, s.expected)
+                ok, message, figures = self._check(reply, out, s.expected, s.data)
                 if not is_sub:
                     if not ok:
                         raise ReferenceFailed(f"the reference fails its own check on {r.label}: {message}")
@@ -535,7 +544,7 @@ class TimedPhase:
             reply, out = self._go(paired.sub.child, self._place(paired.sub.child, s.data, s.room), deadline,
                                   s.ref_s)
             claims.extend(ns_list(reply.get("times_ns"), 1))
-            ok, message, figures = self._check(reply, out, s.expected)
+            ok, message, figures = self._check(reply, out, s.expected, s.data)
             r.checked += 1
             if not ok:
                 r.passed, r.message = False, f"output of timed call {i + 1} is wrong: {message}"

@@ -15,8 +15,9 @@ import torch
 from kernelrank import vocab
 from kernelrank.runner.judge import disturbed
 from kernelrank.runner.judge.answers import ReferenceFailed, RunEnded, ns_list
+from kernelrank.runner.judge.busy import JudgeBusy
 from kernelrank.runner.judge.pairs import Call, InputSet, Side
-from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ProtocolViolation
+from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ChildUnfrozen, ProtocolViolation
 
 
 class Requests:
@@ -44,6 +45,8 @@ class Requests:
             ChildTimeout: as raised, from the submission, or from the reference once the run's
                 ``deadline`` has passed (the submission's calls, slow or many, spent the budget:
                 the run's timeout, not the judge's failure).
+            JudgeBusy: the reference's child did not answer within its call's deadline, or did not
+                stop after it (the machine too busy to time it now: :mod:`~kernelrank.runner.judge.busy`).
             ReferenceFailed: any other failure of the reference's child.
         """
         if side.name == "submission":
@@ -54,8 +57,17 @@ class Requests:
         except ChildTimeout:
             if time.monotonic() >= deadline:
                 raise
-            raise ReferenceFailed(f"the reference failed in {self._where}: it did not answer") from None
-        except (ChildDied, ProtocolViolation, RunEnded) as e:
+            raise JudgeBusy(f"the reference's process did not answer in {self._where}: "
+                            "the machine is too busy to time it now") from None
+        except ChildUnfrozen as e:  # its processes did not stop in time after a call
+            raise JudgeBusy(f"the reference's processes did not stop after a call in {self._where}: "
+                            "the machine is too busy to time it now") from e
+        except RunEnded as e:
+            if e.status == vocab.Verdict.timeout:  # its call's own deadline passed (``_go``)
+                raise JudgeBusy(f"the reference's process did not answer within its call's deadline in "
+                                f"{self._where}: the machine is too busy to time it now") from e
+            raise ReferenceFailed(f"the reference failed in {self._where}: {e}") from e
+        except (ChildDied, ProtocolViolation) as e:
             raise ReferenceFailed(f"the reference failed in {self._where}: {e}") from e
 
     def _timed_request(self, side: Side, other: Side, sets: list[InputSet],
@@ -71,7 +83,7 @@ class Requests:
             layout = self._place(child, sets[0].data, sets[0].room)
         else:
             layout = child.arena.place_sets([s.data for s in sets], sets[0].room, direct=child.memory is not None,
-                                            copy=self._copy)
+                                            copy=self._copy, dests=self._dests(sets[0].data))
         main_before = child.main_cpu_ns()
         job_before = child.cpu_ns()
         other_before = other.cpu_ns()

@@ -242,8 +242,8 @@ class ChildLoop:
             self.pending.clear()  # not timed by events around a captured graph: let go before it
             out, times = self.timer.time_graph(self.kernel, data, repeat)
             with judges_own():
-                alias = _alias(out, inputs, self.previous, self.calls)
-                self.previous.track(out)
+                alias = _alias(out, inputs, self.previous, self.calls, self.slots.dests)
+                self.previous.track(out, self.slots.dests)
         for i in range(0 if times else repeat):
             if i:
                 self.pending.append(out)
@@ -252,8 +252,8 @@ class ChildLoop:
             out, ns = self.timer.time_call(self._call, data)
             times.append(ns)
             with judges_own():
-                alias = alias or _alias(out, inputs, self.previous, self.calls)
-                self.previous.track(out)
+                alias = alias or _alias(out, inputs, self.previous, self.calls, self.slots.dests)
+                self.previous.track(out, self.slots.dests)
         interpreted = self._interpreted_launches() > launches
         with judges_own():
             reply = {"ok": True, "times_ns": times, **self.timer.flush_report(), **self.slots.put_output(out, bool(msg.get("direct"))),
@@ -300,14 +300,15 @@ class ChildLoop:
         launches = self._interpreted_launches()
         for layout in sets:
             with judges_own():
-                data = self.slots.build({"size": size, "data": layout["data"], "out": layout["out"]}, self.device)
+                data = self.slots.build({"size": size, "data": layout["data"], "out": layout["out"],
+                                        "dests": msg["inputs"].get("dests")}, self.device)
                 inputs = _storages(data)
             self.calls += 1
             out, ns = self.timer.time_call(self._call, data)
             times.append(ns)
             with judges_own():
-                alias = _alias(out, inputs, self.previous, self.calls)
-                self.previous.track(out)
+                alias = _alias(out, inputs, self.previous, self.calls, self.slots.dests)
+                self.previous.track(out, self.slots.dests)
                 outs.append({**self.slots.put_output(out, bool(msg.get("direct"))), **({"alias": alias} if alias else {})})
                 self.pending.append(out)
                 del out, data
@@ -431,8 +432,10 @@ def _storages(value: Any, found: list[tuple[str, int, int]] | None = None) -> li
 
 
 class PreviousOutput:
-    """What is known of the previous call's output without keeping it alive: its type, and a weak
-    reference to its storage with that storage's ``(device, first byte, bytes)``.
+    """What is known of the previous call's output without keeping it alive: per tensor of it (a
+    plain tensor, or each one of a tuple, list or dict) a weak reference to the object and to its
+    storage, with that storage's ``(device, first byte, bytes)``. The input set's output buffers
+    are not tracked: the judge fills them afresh for every call and reads them from its own slot.
 
     Holding the previous output itself would keep its memory allocated during the next call and
     make every output land in fresh pages (a page fault per 4 KiB: measured +4.5 ms on a 16 MiB
@@ -442,58 +445,70 @@ class PreviousOutput:
     """
 
     def __init__(self) -> None:
-        self._ref: Any = None
-        self._obj: Any = None
-        self._span: list[tuple[str, int, int]] = []
+        self._objs: list[Any] = []
+        self._spans: list[tuple[Any, list[tuple[str, int, int]]]] = []
 
-    def track(self, out: Any) -> None:
-        """Remember ``out`` (weakly) as the previous output."""
+    def track(self, out: Any, dests: dict[str, Any] | None = None) -> None:
+        """Remember ``out``'s tensors (weakly) as the previous output, but for output buffers."""
         import weakref
 
-        import torch
+        from kernelrank.runner.slotformat import output_leaves
 
-        self._ref, self._obj, self._span = None, None, []
-        if type(out) is not torch.Tensor:  # noqa: E721 - the judge fails other types anyway
-            return
-        self._obj = weakref.ref(out)
-        self._span = _storages(out)
-        if self._span:
-            self._ref = weakref.ref(out.untyped_storage())
+        self._objs, self._spans = [], []
+        for leaf in output_leaves(out) or []:
+            if _is_dest(leaf, dests):
+                continue
+            self._objs.append(weakref.ref(leaf))
+            span = _storages(leaf)
+            if span:
+                self._spans.append((weakref.ref(leaf.untyped_storage()), span))
 
     def same_object(self, out: Any) -> bool:
-        """Whether ``out`` is the very tensor object returned by the previous call."""
-        return self._obj is not None and self._obj() is out
+        """Whether ``out`` is a very tensor object returned by the previous call."""
+        return any(ref() is out for ref in self._objs)
 
     def live_span(self) -> list[tuple[str, int, int]]:
-        """The previous output's storage span if that storage is still alive, else ``[]``."""
-        if self._ref is None or self._ref() is None:
-            return []
-        return self._span
+        """The previous output's storage spans whose storage is still alive (else ``[]``)."""
+        return [s for ref, span in self._spans if ref() is not None for s in span]
 
 
-def _alias(out: Any, inputs: list[tuple[str, int, int]], previous: PreviousOutput, call: int = 1) -> str | None:
-    """Why ``out`` shares memory with an input of this request or with the previous call's output
-    (only while the previous output's storage is alive: the submission kept it), or ``None``."""
-    import torch
+def _is_dest(leaf: Any, dests: dict[str, Any] | None) -> bool:
+    """Whether ``leaf`` is one of the input set's output buffers itself (its memory, dtype and shape)."""
+    from kernelrank.runner.submission.mapping import same_buffer
 
-    if type(out) is not torch.Tensor:  # noqa: E721 - the judge fails other types anyway
-        return None
-    mine = _storages(out)
-    if not mine:
-        return None
-    device, start, size = mine[0]
+    return bool(dests) and any(same_buffer(leaf, buf) for buf in dests.values())  # type: ignore[union-attr]
 
-    def overlaps(other: list[tuple[str, int, int]]) -> bool:
-        return any(d == device and start < s + n and s < start + size for d, s, n in other)
 
-    if overlaps(inputs):
-        return (f"the output of call {call} shares memory with an input tensor: "
-                "return a new tensor, do not write into or return the inputs")
-    if previous.same_object(out):
-        return f"call {call} returned the same tensor object as the previous call: return a new tensor on every call"
-    if overlaps(previous.live_span()):
-        return (f"the output of call {call} shares memory with the previous call's output: "
-                "return a new tensor on every call")
+def _alias(out: Any, inputs: list[tuple[str, int, int]], previous: PreviousOutput, call: int = 1,
+           dests: dict[str, Any] | None = None) -> str | None:
+    """Why ``out`` (a tensor, or any of the tensors of a tuple, list or dict) shares memory with an
+    input of this request or with the previous call's output (only while the previous output's
+    storage is alive: the submission kept it), or ``None``. A tensor that is one of the input set's
+    output buffers (``dests``, the problem's ``output_buffers``) itself is no alias: it is where the
+    call was asked to write; a part of one, or any other input, is."""
+    from kernelrank.runner.slotformat import output_leaves
+
+    for leaf in output_leaves(out) or []:  # the judge fails other types anyway
+        if _is_dest(leaf, dests):
+            continue
+        mine = _storages(leaf)
+        if not mine:
+            continue
+        device, start, size = mine[0]
+
+        def overlaps(other: list[tuple[str, int, int]]) -> bool:
+            return any(d == device and start < s + n and s < start + size for d, s, n in other)
+
+        if overlaps(inputs):
+            extra = " other than the output buffers" if dests else ""
+            return (f"the output of call {call} shares memory with an input tensor{extra}: "
+                    "return a new tensor, do not write into or return the inputs"
+                    + (" (an output buffer may be returned whole, as it was given)" if dests else ""))
+        if previous.same_object(leaf):
+            return f"call {call} returned the same tensor object as the previous call: return a new tensor on every call"
+        if overlaps(previous.live_span()):
+            return (f"the output of call {call} shares memory with the previous call's output: "
+                    "return a new tensor on every call")
     return None
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from kernelrank.runner.slotformat import ALIGN, MADV_POPULATE_WRITE, SlotError
+from kernelrank.runner.slotformat import ALIGN, MADV_POPULATE_WRITE, SlotError, aligned, output_leaves
 from kernelrank.runner.wire import DTYPES, Fd, dtype_name
 from kernelrank.vocab import DeviceClass
 
@@ -35,6 +35,8 @@ class Mapping:
         #: the input tensor objects, one per place in the input set's tree, re-pointed at each
         #: call's slots (:meth:`_slot_tensor`)
         self._tensors: dict[tuple[Any, ...], torch.Tensor] = {}
+        #: the last built input set's output buffers (the problem's ``output_buffers``), by name
+        self.dests: dict[str, torch.Tensor] = {}
 
     def prepare(self, size: int) -> bool:
         """Map the memory file at ``size`` bytes (the size the judge's next layouts give) with its
@@ -69,6 +71,11 @@ class Mapping:
         path, and its stale output fails; with fresh objects it hit only now and then, and a
         warm runner and ``kernelrank eval`` judged it differently."""
         self.out = layout["out"]
+        data = self._build_data(layout, device)
+        self.dests = _find_dests(data, layout.get("dests"))
+        return data
+
+    def _build_data(self, layout: dict[str, Any], device: str) -> Any:
         shared = layout.get("vmm")
         if shared is not None:
             handle = shared.get("handle") if isinstance(shared, dict) else None
@@ -140,12 +147,45 @@ class Mapping:
         return t
 
     def put_output(self, out: Any, direct: bool = False) -> dict[str, Any]:
-        """Describe a plain tensor output for the judge (or the reason it cannot be checked): with
-        ``direct`` and a CPU tensor, its address, for the judge to read from this process's memory
-        once it is frozen (kept alive in ``held`` until the next request); otherwise copied into the
-        output slot."""
-        if type(out) is not torch.Tensor:  # noqa: E721 - subclasses are refused by the judge
+        """Describe an output for the judge (or the reason it cannot be checked): a plain tensor, or a
+        tuple, list or dict of them (:func:`~kernelrank.runner.slotformat.output_leaves`), each
+        tensor: the input set's output buffer it is, by name (``{"dest": name}``: the judge reads
+        its own slot); with ``direct`` and on the CPU, its address, for the judge to read from this
+        process's memory once it is frozen (kept alive in ``held`` until the next request);
+        otherwise copied into the output slot (a container's tensors one after the other, each at
+        ``"at"`` bytes into it)."""
+        leaves = output_leaves(out)
+        if leaves is None:
             return {"out": None, "out_type": f"{type(out).__module__}.{type(out).__qualname__}"}
+        if type(out) is torch.Tensor:  # noqa: E721 - the plain form, at the slot's start
+            desc = self._put_leaf(out, direct, [0], tree=False)
+            if isinstance(desc, str):
+                return {"out": None, "out_type": desc}
+            return {"out": desc, "out_type": "torch.Tensor", "out_device": str(out.device)}
+        cursor = [0]
+        failed: list[str] = []
+        tree = self._put_tree(out, direct, cursor, failed)
+        if failed:
+            return {"out": None, "out_type": failed[0]}
+        return {"out": {"tree": tree}, "out_type": type(out).__name__, "out_device": str(leaves[0].device)}
+
+    def _put_tree(self, v: Any, direct: bool, cursor: list[int], failed: list[str]) -> Any:
+        if type(v) is torch.Tensor:  # noqa: E721
+            desc = self._put_leaf(v, direct, cursor, tree=True)
+            if isinstance(desc, str):
+                failed.append(desc)
+                return None
+            return desc
+        if type(v) is dict:
+            return {"__dict__": {k: self._put_tree(x, direct, cursor, failed) for k, x in v.items()}}
+        items = [self._put_tree(x, direct, cursor, failed) for x in v]
+        return items if type(v) is list else {"__tuple__": items}  # torch's named tuples as tuples
+
+    def _put_leaf(self, out: torch.Tensor, direct: bool, cursor: list[int], tree: bool) -> dict[str, Any] | str:
+        """One tensor of an output described (:meth:`put_output`); a string: why it cannot be checked."""
+        for name, buf in self.dests.items():
+            if same_buffer(out, buf):
+                return {"dest": name, "device": str(out.device)}
         host = out.detach()
         device = str(host.device)
         whole = self.device_buf
@@ -155,12 +195,15 @@ class Mapping:
             host = host.cpu()
         host = host.contiguous()
         if host.dtype not in _WIRE_DTYPES:
-            return {"out": None, "out_type": f"torch.Tensor of dtype {host.dtype}"}
+            return f"torch.Tensor of dtype {host.dtype}"
         n = host.numel() * host.element_size()
-        offset, room = int(self.out[0]), int(self.out[1])
-        desc = {"dtype": dtype_name(host.dtype), "shape": list(host.shape)}
+        at = cursor[0]
+        offset, room = int(self.out[0]) + at, int(self.out[1]) - at
+        desc: dict[str, Any] = {"dtype": dtype_name(host.dtype), "shape": list(host.shape)}
+        if tree:
+            desc.update(at=at, device=device)
         if n > room:
-            return {"out": None, "out_type": f"torch.Tensor of {n} bytes, more than the reference's output allows"}
+            return f"torch.Tensor of {n} bytes, more than the reference's output allows"
         if whole is not None:
             if n:  # device to device, into the judge's buffer; waited for before answering
                 whole[offset:offset + n].copy_(host.view(-1).view(torch.uint8))
@@ -168,10 +211,35 @@ class Mapping:
         elif direct and device == DeviceClass.cpu and n:
             self.held.append(host)
             desc["addr"] = host.data_ptr()
+            return desc  # read where it is: takes no room in the slot
         elif n:
             assert self._map is not None
             torch.frombuffer(self._map, dtype=torch.uint8, count=n, offset=offset).copy_(host.view(-1).view(torch.uint8))
-        return {"out": desc, "out_type": "torch.Tensor", "out_device": device}
+        cursor[0] = at + aligned(n)
+        return desc
+
+
+def same_buffer(out: torch.Tensor, buf: torch.Tensor) -> bool:
+    """Whether ``out`` is the output buffer ``buf`` itself (its memory, dtype and shape; contiguous)."""
+    return (out.device == buf.device and out.dtype == buf.dtype and out.shape == buf.shape and out.is_contiguous()
+            and (out.numel() == 0 or out.data_ptr() == buf.data_ptr()))
+
+
+def _find_dests(data: Any, dests: Any) -> dict[str, torch.Tensor]:
+    """The tensors of an input set at the judge's ``dests`` (name: list of indices and keys)."""
+    found: dict[str, torch.Tensor] = {}
+    if not isinstance(dests, dict):
+        return found
+    for name, keys in dests.items():
+        v = data
+        try:
+            for k in keys:
+                v = v[k]
+        except (KeyError, IndexError, TypeError):
+            continue
+        if type(v) is torch.Tensor:  # noqa: E721
+            found[str(name)] = v
+    return found
 
 
 _WIRE_DTYPES = frozenset(DTYPES.values())

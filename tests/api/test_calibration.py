@@ -255,15 +255,16 @@ def test_the_cli_shows_the_speedup_over_both_runs_and_why_it_is_not_ranked(clien
 
 
 def _record_measuring(sid: int, kind: str, result: dict[str, Any], attempt: int, remeasures: int = 2) -> list[Any]:
-    """Record a run as the control worker does (``settings.remeasures``); the jobs of the
-    measurements it started again."""
+    """Record a run as the control worker does (``settings.remeasures``), measuring again at once
+    (no back-off: tests/api/test_remeasure.py has it); the jobs of the measurements it started again."""
     from kernelrank.db.session import session_scope
+    from kernelrank.judgement import Backoff
     from kernelrank.services.submissions import record_run
 
     jobs: list[Any] = []
     with session_scope() as s:
         assert record_run(s, sid, kind, dict(result), "runner-cpu-1", attempt, remeasures=remeasures,
-                          again=lambda *job: jobs.append(job))
+                          again=lambda *job: jobs.append(job), backoff=Backoff())
     return jobs
 
 
@@ -287,7 +288,7 @@ def test_a_submission_whose_runs_disagree_is_measured_again_and_ranked_over_all_
     assert message["runs"] == ["public", "secret"] and message["secret_seed"] is not None
     body = _submission(client, world, sid)
     assert body["status"] == "queued" and not body["ranked"] and body["measurements"] == 2
-    assert "measuring again (measurement 2)" in body["message"] and "2.00× and 2.60×" in body["message"]
+    assert "measuring again now (measurement 2 of 3)" in body["message"] and "2.00× and 2.60×" in body["message"]
     assert _board(client) == []
     assert _record_measuring(sid, "public", paired_result(2.3, 0.02, ref), 2) == []
     assert _record_measuring(sid, "secret", paired_result(2.3, 0.02, ref), 2) == []

@@ -227,3 +227,20 @@ def test_board_limits_are_set_listed_and_removed_from_the_cli(service: Service) 
     assert refused.returncode == 2 and "admin" in refused.stderr.lower()
     p = service.run("admin", "limit", "double", "cpu", "leaderboard", "0", *as_user(service, "alice"))
     assert p.returncode == 0 and "no board limits set" in p.stdout
+
+
+def test_import_push_publishes_to_a_running_server(service: Service, tmp_path: Path) -> None:  # noqa: F811
+    """``problems import gpumode FOLDER --push`` against a real server: the imported problem is
+    checked and published there (its reference passes the server's check), then listed."""
+    env = service.env(KERNELRANK_PROBLEMS_DIR=str(tmp_path / "problems"),
+                      KERNELRANK_REFERENCE_KERNELS_DIR=str(tmp_path / "reference_kernels"))
+    p = service.run("problems", "import", "gpumode", str(FIXTURES / "imports" / "gpumode" / "pmpp" / "rowsum_py"),
+                    "--name", "rowsum", "--push", *as_user(service, "alice"), env=env, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "push: pushed: revision" in p.stdout
+    problem = api(service, "GET", "/problems/rowsum").json()
+    assert problem["name"] == "rowsum" and len(problem["revision"]) == 64
+    # a user who is not an admin may import, not publish: the push is refused, the exit status says so
+    p = service.run("problems", "import", "gpumode", str(FIXTURES / "imports" / "gpumode" / "pmpp" / "rowsum_py"),
+                    "--name", "rowsum", "--force", "--push", *as_user(service, "bob"), env=env, timeout=600)
+    assert p.returncode == 1 and "push refused" in p.stdout

@@ -531,6 +531,19 @@ def test_stop_rule_times_a_case_past_its_budget_to_its_target() -> None:
     assert judging.stop_rule(_interval(30, 0.2), 3.0, 3.0, 0.25, 3.0, 0.01) == (True, False)  # no target
 
 
+def test_a_case_within_its_target_stops_once_settled_not_at_its_budget() -> None:
+    """The timed phase passes ``settled_s`` (each pair of processes has timed the case once): a
+    case within its target stops there; one short of it still runs to its budget and beyond."""
+    rule = lambda i, spent: judging.stop_rule(i, spent, budget_s=3.0, noisy_above=0.25, cap=3.0,  # noqa: E731
+                                            precision=0.01, target=0.03, settled_s=1.5)
+    assert rule(_interval(30, 0.02), 1.4) == (False, False)  # not settled yet
+    assert rule(_interval(30, 0.02), 1.5) == (True, False)  # settled and within the target: stops at half its budget
+    assert rule(_interval(30, 0.05), 1.5) == (False, False) and rule(_interval(30, 0.05), 3.0) == (False, False)
+    assert rule(_interval(judging.MIN_PAIRS - 1, 0.02), 1.5) == (False, False)  # too few pairs
+    # settled_s never later than the budget
+    assert judging.stop_rule(_interval(30, 0.02), 3.0, 3.0, 0.25, 3.0, 0.01, target=0.03, settled_s=5.0) == (True, False)
+
+
 def test_cases_are_timed_to_three_percent_by_default() -> None:
     from kernelrank.problems import CaseTiming
 

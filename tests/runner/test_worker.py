@@ -245,3 +245,95 @@ def test_ceilings_are_probed_again_only_when_due_and_idle(monkeypatch: pytest.Mo
     assert not worker.refresh_ceilings("cpu", last=0.0, now=31 * 60.0)  # due, but a job ran
     assert worker.refresh_ceilings("cpu", last=0.0, now=32 * 60.0) and worker._ceilings["probes"] == 2
     assert asked == ["cpu", "cpu"]
+
+
+# -- the go-ahead beside the judging (runner/goahead.py) ---------------------------------------------
+SLEEPS = "import time\n\ndef custom_kernel(data):\n    time.sleep(600)\n    return data\n"
+
+
+class Judging:
+    """``harness.evaluate`` wrapped: ``testing`` is set when the test phase begins (the kernel's
+    first call is next), ``ended`` when it returns or raises; ``outcome`` says which."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        import threading
+
+        from kernelrank.runner.judge import harness
+
+        self.testing, self.ended, self.outcome = threading.Event(), threading.Event(), ""
+        self.calls = 0
+        real = harness.evaluate
+
+        def evaluate(spec, source, mode, device, options, on_event=None):  # noqa: ANN001 - the harness's signature
+            self.calls += 1
+
+            def event(e: dict[str, Any]) -> None:
+                if e.get("event") == "phase" and e.get("phase") == "test":
+                    self.testing.set()
+                if on_event is not None:
+                    on_event(e)
+            try:
+                result = real(spec, source, mode, device, options, event)
+                self.outcome = "returned"
+                return result
+            except BaseException as e:
+                self.outcome = type(e).__name__
+                raise
+            finally:
+                self.ended.set()
+
+        monkeypatch.setattr(harness, "evaluate", evaluate)
+
+
+def test_a_job_whose_go_ahead_says_no_while_it_runs_is_stopped_and_reports_nothing(
+        double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The job starts at once; the answer (no: cancelled) comes while the kernel runs its first
+    call, which would take 600 s: the judging is stopped there, not run to its deadline, and no
+    result is sent."""
+    judging, reports = Judging(monkeypatch), Reports()
+
+    def cancelled(sid: int, runner: str) -> tuple[bool, str]:
+        assert judging.testing.wait(120), "the judging started without waiting for the answer"
+        return False, "submission 7 is already finished (cancelled)"
+
+    assert worker.run_job(job(double, SLEEPS), RUNNER, reports, start=cancelled) == []
+    assert judging.outcome == "JobStopped" and list(reports) == []
+
+
+def test_a_no_that_comes_after_the_judging_still_keeps_its_result_back(
+        double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
+    judging, reports = Judging(monkeypatch), Reports()
+
+    def late_no(sid: int, runner: str) -> tuple[bool, str]:
+        assert judging.ended.wait(120)
+        return False, "submission 7 is running on host:2:cpu"
+
+    assert worker.run_job(job(double, submission("double_ok.py")), RUNNER, reports, start=late_no) == []
+    assert judging.outcome == "returned" and list(reports) == []
+
+
+def test_results_leave_only_after_a_yes(double: Problem, monkeypatch: pytest.MonkeyPatch) -> None:
+    judging, reports, seen = Judging(monkeypatch), Reports(), []
+
+    def late_yes(sid: int, runner: str) -> tuple[bool, str]:
+        assert judging.ended.wait(120)
+        seen.append(len(reports))  # what had been reported when the answer came
+        return True, ""
+
+    (result,) = worker.run_job(job(double, submission("double_ok.py")), RUNNER, reports, start=late_yes)
+    assert seen == [0] and [t for t, _ in reports] == [RECORD_RESULT] and result["status"] == "passed"
+    hops = result["hops"]  # the job's hops on the runner's wall clock (bench/latency.py prints them)
+    assert hops["received"] <= hops["asked"] <= hops["judging"] <= hops["judged"] <= hops["answered"] <= hops["sent"]
+    assert set(hops["phases"]) >= {"compile", "test"}
+
+
+@pytest.mark.parametrize("how", ["broker", "sweeper"])
+def test_a_job_delivered_again_waits_for_its_go_ahead(double: Problem, monkeypatch: pytest.MonkeyPatch,
+                                                      how: str) -> None:
+    """A job sent again may be one that kills its runner: it is not started before the answer,
+    and a no runs nothing."""
+    judging, reports = Judging(monkeypatch), Reports()
+    refuse = lambda sid, runner: (False, "submission 7 was started 3 times")  # noqa: E731
+    again = job(double, submission("double_ok.py"), **({"redelivered": True} if how == "sweeper" else {}))
+    assert worker.run_job(again, RUNNER, reports, start=refuse, redelivered=how == "broker") == []
+    assert judging.calls == 0 and list(reports) == []

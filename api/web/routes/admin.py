@@ -1,5 +1,6 @@
 """Admin pages: push a problem (upload an archive), open / close (with a deadline) / hide
-problems, and moderate submissions (disqualify with a reason, reinstate, requeue).
+problems, and moderate submissions (disqualify with a reason, reinstate, requeue); the list of
+submissions that could not be measured quietly enough (:mod:`kernelrank.services.remeasure`).
 
 Every action is a form post checked for the session's CSRF token, and calls the same service
 functions as ``/api/v1/admin/...``. Non-admins get 403; signed-out browsers go to sign-in.
@@ -20,7 +21,7 @@ from kernelrank.api.edge import Id, body_limit, problem_body_bytes
 from kernelrank.api.web.deps import PageUser, check_csrf, render
 from kernelrank.api.web.signin import signin_redirect
 from kernelrank.db.models import User
-from kernelrank.services import Forbidden, Invalid, TooLarge, problem_admin, problems, submissions
+from kernelrank.services import Forbidden, Invalid, TooLarge, problem_admin, problems, remeasure, submissions
 
 router = APIRouter(prefix="/admin", include_in_schema=False)
 
@@ -55,7 +56,7 @@ def admin_page(request: Request, session: SessionDep, user: PageUser):
     _admin(user)
     rows = [{"rev": rev, "state": problems.state_of(rev.problem), "deadline": problems.deadline_of(rev.problem)}
             for rev in problems.list_current(session, include_hidden=True)]
-    return render(request, "admin.html", user, problems=rows, pushed=None)
+    return render(request, "admin.html", user, problems=rows, pushed=None, too_noisy=remeasure.too_noisy(session))
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ def push(request: Request, session: SessionDep, settings: SettingsDep, check: Re
     name = result.revision.problem.name
     rows = [{"rev": rev, "state": problems.state_of(rev.problem), "deadline": problems.deadline_of(rev.problem)}
             for rev in problems.list_current(session, include_hidden=True)]
-    return render(request, "admin.html", user, status_code=201, problems=rows,
+    return render(request, "admin.html", user, status_code=201, problems=rows, too_noisy=remeasure.too_noisy(session),
                   pushed={"name": name, "revision": result.revision.revision, "new_problem": result.new_problem,
                           "new_revision": result.new_revision})
 
