@@ -151,6 +151,8 @@ def beyond_floor(result: dict[str, Any], device: str) -> str | None:
 def attach(result: dict[str, Any], ceilings: Any, problem_dtype: str | None = None) -> dict[str, Any]:
     """Store ``ceilings`` in a run's result (``EvalResult.to_dict()`` shape) and each benchmark
     case's ``roofline`` (:func:`case_roofline`, with ``dtype`` added), in place; returns ``result``.
+    A case's compute ceiling is its dtype's matmul rate (:func:`ceiling_dtype`), or float32's where
+    that is faster (``peak_dtype`` then says so): a lower precision is never a lower ceiling.
     Without usable ceilings (:func:`clean_ceilings`) the result is left as it is."""
     clean = clean_ceilings(ceilings)
     if clean is None:
@@ -161,9 +163,16 @@ def attach(result: dict[str, Any], ceilings: Any, problem_dtype: str | None = No
         if not isinstance(case, dict) or case.get("kind") != CaseKind.benchmark:
             continue
         dtype = ceiling_dtype(case.get("spec") if isinstance(case.get("spec"), dict) else None, rates, problem_dtype)
-        roof = case_roofline(case.get("tflops"), case.get("gbps"), rates.get(dtype) if dtype else None,
+        peak_dtype = dtype
+        if dtype is not None and rates.get(DEFAULT_DTYPE, 0) > rates[dtype]:
+            # a CPU without bfloat16 or float16 matmul units computes such cases in float32, at its
+            # rate (an AMD EPYC VM: bfloat16 matmul 1.3 GFLOP/s, float32 185): never a lower ceiling
+            peak_dtype = DEFAULT_DTYPE
+        roof = case_roofline(case.get("tflops"), case.get("gbps"), rates.get(peak_dtype) if peak_dtype else None,
                              clean["copy_gbps"])
         if roof is not None:
             roof["dtype"] = dtype
+            if peak_dtype != dtype:
+                roof["peak_dtype"] = peak_dtype
             case["roofline"] = roof
     return result

@@ -325,3 +325,50 @@ def test_a_refused_forced_import_leaves_the_problem_it_would_replace(folders) ->
     row, _ = import_one("gpumode", root / "helion" / "scale_py", "rowsum", force=True)
     assert row.outcome == IMPORTED and (problems / "rowsum" / "problem.yaml").read_text() != before
     assert sorted(p.name for p in refs.iterdir()) == ["rowsum"]
+
+
+_KB_HINGE = """\
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions, targets):
+        return torch.mean(torch.clamp(1 - predictions * targets, min=0))
+
+batch_size = 4096
+input_shape = (4096,)
+dim = 1
+
+def get_inputs():
+    return [torch.rand(batch_size, *input_shape), torch.randint(0, 2, (batch_size,)).float() * 2 - 1]
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_literal_size_the_model_needs_equal_to_a_constant_scales_with_it(folders, options, tmp_path: Path) -> None:
+    """KernelBench's HingeLoss broadcasts ``[batch, *input_shape]`` against ``[batch]``: the literal
+    ``(32768,)`` must stay equal to ``batch_size``. Neither all sizes nor the batch alone scale it;
+    read as ``(batch_size,)`` it scales with the batch, and the import says so."""
+    from kernelrank.importers import import_kernelbench
+    from kernelrank.importers.kernelbench import tie_literal_sizes
+
+    tied, notes = tie_literal_sizes(_KB_HINGE)
+    assert "input_shape = (batch_size,)" in tied and notes == ["input_shape = (4096,) as input_shape = (batch_size,)"]
+    assert tie_literal_sizes("n = 128\nshape = (3, 7)\nm = (n, 128)\n") == ("n = 128\nshape = (3, 7)\nm = (n, n)\n",
+                                                                            ["m = (n, 128) as m = (n, n)"])
+    assert tie_literal_sizes("a = 128\nb = 128\nshape = (128,)\n")[1] == []  # two constants of that value: ambiguous
+    file = tmp_path / "100_HingeLoss.py"
+    file.write_text(_KB_HINGE)
+    report = import_kernelbench(file, "hinge")
+    assert any("read as those constants" in a and "(batch_size,)" in a for a in report.assumed)
+    problem = load_problem("hinge")
+    case = problem.definition.tests[0].params
+    data = problem.reference_module().generate_input(device="cpu", **case)
+    assert case["batch_size"] < 4096 and data[0].shape == (case["batch_size"], case["batch_size"])
+    assert evaluate(problem.spec(), (folders[1] / "hinge" / "templates" / "modelnew.py").read_text(), "test", "cpu",
+                    options).status is Verdict.passed

@@ -233,6 +233,59 @@ def import_kernelbench(file: Path, name: str, *, cpu_input_bytes: int = CPU_INPU
         source = file.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise ProblemImportError(f"cannot read {file}: {e}") from None
+    try:
+        return _import_source(file, source, name, cpu_input_bytes, force)
+    except ScalingError:
+        tied, notes = tie_literal_sizes(source)
+        if not notes:
+            raise
+    # a literal size equal to a size constant (``input_shape = (32768,)`` beside ``batch_size =
+    # 32768``) that the model needs equal to it: read as that constant, it scales with it
+    report = _import_source(file, tied, name, cpu_input_bytes, force)
+    report.assumed.append("scaling broke the source's literal sizes equal to its constants; read as those constants: "
+                          + "; ".join(notes))
+    return report
+
+
+def tie_literal_sizes(source: str) -> tuple[str, list[str]]:
+    """``source`` with each integer literal in a module-level tuple or list assignment that equals
+    exactly one earlier module-level size constant's value (:data:`MIN_SIZE_PARAM` or more)
+    replaced by that constant's name, and a note per statement rewritten (``"input_shape =
+    (32768,) as input_shape = (batch_size,)"``); ``(source, [])`` when there is none."""
+    tree = ast.parse(source)
+    sizes: dict[int, list[str]] = {}
+    lines = source.splitlines(keepends=True)
+    edits: list[tuple[int, int, str]] = []
+    notes: list[str] = []
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            continue
+        value = node.value
+        if isinstance(value, ast.Constant) and type(value.value) is int and value.value >= MIN_SIZE_PARAM:
+            sizes.setdefault(value.value, []).append(node.targets[0].id)
+            continue
+        if not isinstance(value, (ast.Tuple, ast.List)):
+            continue
+        changed = False
+        for i, element in enumerate(value.elts):
+            if isinstance(element, ast.Constant) and type(element.value) is int and len(sizes.get(element.value, [])) == 1:
+                value.elts[i] = ast.Name(id=sizes[element.value][0], ctx=ast.Load())
+                changed = True
+        if changed:
+            before = "".join(lines[node.lineno - 1:node.end_lineno]).strip()
+            edits.append((node.lineno - 1, node.end_lineno or node.lineno, ast.unparse(node) + "\n"))
+            notes.append(f"{before} as {ast.unparse(node)}")
+    for start, end, text in reversed(edits):
+        lines[start:end] = [text]
+    return "".join(lines), notes
+
+
+def _import_source(file: Path, source: str, name: str, cpu_input_bytes: int, force: bool) -> ImportReport:
+    """:func:`import_kernelbench` of ``source`` (the text of ``file``, or that text with tied sizes).
+
+    Raises:
+        ProblemImportError: as :func:`import_kernelbench`.
+    """
     namespace: dict[str, Any] = {"__name__": "kernelbench_problem"}
     try:
         exec(compile(source, str(file), "exec"), namespace)  # noqa: S102 - the admin's chosen source

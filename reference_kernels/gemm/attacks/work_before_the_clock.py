@@ -30,7 +30,9 @@ class _Early(TorchFunctionMode):
                 a, b = pending[-2], pending[-1]
                 if a.shape[1] == b.shape[0]:
                     # (the mode is off inside its own handler: no recursion)
-                    _ready["out"] = (a.float() @ b.float()).to(a.dtype)
+                    # the reference's own work (torch.mm in the inputs' dtype): on a CPU without
+                    # bfloat16 matmul units float32 is 100x faster, which no attack needs to gain from
+                    _ready["out"] = torch.mm(a, b)
                     _ready["key"] = (a.data_ptr(), b.data_ptr())
                     _ready["pending"] = []
         return out
@@ -44,4 +46,4 @@ def custom_kernel(data):
     a, b = data[0], data[1]
     if _ready.get("key") == (a.data_ptr(), b.data_ptr()) and "out" in _ready:
         return _ready.pop("out")
-    return (a.float() @ b.float()).to(a.dtype)
+    return torch.mm(a, b)
