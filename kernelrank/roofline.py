@@ -122,9 +122,8 @@ def beyond_floor(result: dict[str, Any], device: str) -> str | None:
 
     The compute ceiling held against is the runner's highest matmul rate over the dtypes it
     measured, not the case's dtype's (the share shown): a bfloat16 case computed in float32 on a
-    CPU without bfloat16 matmul units honestly reads 2-3x its dtype's matmul rate (softmax at
-    259% of 1.3 GFLOP/s, an AMD EPYC VM, 2026-12-02), and on a GPU a float32 case may use TF32
-    tensor cores.
+    CPU without bfloat16 matmul units honestly beats its dtype's matmul rate, and on a GPU a
+    float32 case may use TF32 tensor cores (docs/judging.md, 'Roofline').
 
     Args:
         result: a run's result (``EvalResult.to_dict()`` shape) after :func:`attach`.
@@ -165,8 +164,7 @@ def attach(result: dict[str, Any], ceilings: Any, problem_dtype: str | None = No
         dtype = ceiling_dtype(case.get("spec") if isinstance(case.get("spec"), dict) else None, rates, problem_dtype)
         peak_dtype = dtype
         if dtype is not None and rates.get(DEFAULT_DTYPE, 0) > rates[dtype]:
-            # a CPU without bfloat16 or float16 matmul units computes such cases in float32, at its
-            # rate (an AMD EPYC VM: bfloat16 matmul 1.3 GFLOP/s, float32 185): never a lower ceiling
+            # a CPU without bfloat16 or float16 matmul units computes such cases at float32's rate
             peak_dtype = DEFAULT_DTYPE
         roof = case_roofline(case.get("tflops"), case.get("gbps"), rates.get(peak_dtype) if peak_dtype else None,
                              clean["copy_gbps"])

@@ -51,7 +51,7 @@ REQUEST_SECONDS = 0.02
 #: timed on every pair of processes by ``budget / SLICES_PER_PROCESS`` seconds and may stop there
 #: once its interval is within its target (:func:`~kernelrank.runner.judge.judging.stop_rule`'s
 #: ``settled_s``); with one slice per process a case always ran its whole budget, which was most
-#: of a leaderboard run's wall time (issue #46; figures: bench/README.md, ``bench/ranked.py``).
+#: of a leaderboard run's wall time (figures: bench/README.md, ``bench/ranked.py``).
 SLICES_PER_PROCESS = 2
 
 
