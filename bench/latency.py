@@ -2,7 +2,8 @@
 
 Starts a real ``kernelrank serve`` (API, control worker, one CPU runner) in a temp folder, on its
 embedded default (SQLite, file broker) or, with ``--database-url`` and ``--broker-url``, on
-Postgres and Redis (e.g. those of ``scripts/test-servers.sh``). Then:
+Postgres and Redis (e.g. those of ``scripts/test-servers.sh``; a new database and key prefix
+there, dropped at the end). Then:
 
 1. latency: ``--jobs`` submissions one after the other; for each, the time from sending the POST to
    reading a final status (polling the submission every 20 ms, as a page or client would);
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import datetime as dt
 import sys
 import tempfile
@@ -36,6 +38,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.service import API, ROOT, embedded_service, machine, percentiles  # noqa: E402
 from kernelrank.vocab import FINAL_STATUSES  # noqa: E402
+from tests.servers import new_backend  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "softmax" / "examples" / "correct_pytorch.py"
 POLL_S = 0.02
@@ -127,17 +130,20 @@ def main() -> None:
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--broker-url", default=None)
     args = ap.parse_args()
+    if bool(args.database_url) != bool(args.broker_url):
+        ap.error("--database-url and --broker-url go together (the test servers': scripts/test-servers.sh)")
     settings = {"rate_submissions_per_hour": "0", "rate_concurrent_jobs": "0",
                 "runner_warm_start": "false" if args.cold else "true"}
-    if args.database_url:
-        settings["database_url"] = args.database_url
-    if args.broker_url:
-        settings["broker_url"] = args.broker_url
     backend = "Postgres + Redis" if args.database_url else "embedded default (SQLite, file broker)"
     print(f"machine: {machine()}")
     print(f"service: {backend}; warm start {'off' if args.cold else 'on'}")
     code = KERNEL.read_text()
-    with tempfile.TemporaryDirectory(prefix="kernelrank-latency-") as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kernelrank-latency-"))
+        if args.database_url:
+            # a database and key prefix of its own: a used one has its admin already (serve prints no token)
+            real = stack.enter_context(new_backend(args.database_url, args.broker_url))
+            settings.update(database_url=real.database_url, broker_url=real.broker_url, broker_key_prefix=real.key_prefix)
         with embedded_service(Path(tmp), **settings) as svc:
             with httpx.Client(base_url=svc.url, headers={"Authorization": f"Bearer {svc.admin_token}"},
                               timeout=30) as client:

@@ -97,22 +97,30 @@ def require() -> ServerSettings:
 def fresh_backend() -> Iterator[Backend]:
     """A new, empty PostgreSQL database and Redis key prefix on the test servers (the database is
     dropped afterwards). Skips or fails as :func:`require` says when there are no servers."""
+    s = require()
+    with new_backend(s.test_database_url, s.test_redis_url) as backend:
+        yield backend
+
+
+@contextmanager
+def new_backend(database_url: str, redis_url: str) -> Iterator[Backend]:
+    """A new, empty database on the PostgreSQL server of ``database_url`` and a new Redis key prefix
+    on ``redis_url``, dropped afterwards (no pytest: ``bench/latency.py`` uses it too)."""
     import psycopg
     from sqlalchemy.engine import make_url
 
-    s = require()
     tag = uuid.uuid4().hex[:12]
     name = f"kr_test_{tag}"
-    base = make_url(s.test_database_url)
+    base = make_url(database_url)
     admin = base.set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     try:
         url = base.set(database=name).render_as_string(hide_password=False)
-        yield Backend("redis+postgres", url, s.test_redis_url, f"kr{tag}:")
+        yield Backend("redis+postgres", url, redis_url, f"kr{tag}:")
     finally:
         _drop_database(admin, name)
-        _drop_redis_keys(s.test_redis_url, f"kr{tag}:")
+        _drop_redis_keys(redis_url, f"kr{tag}:")
 
 
 def _drop_database(admin: str, name: str, attempts: int = 20) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import random
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Callable
 
 import torch
@@ -108,10 +108,13 @@ class InputSets:
 
     def _in_threads(self, work: Callable[[Any], Any], items: list[Any]) -> list[Any]:
         """``work`` of each item, in order, in the judge's threads where there are several items
-        and CPUs (an item's exception is raised when its result is reached)."""
+        and CPUs; the first item's exception in their order is raised once every item's work has
+        ended (none is left running on a process the caller then closes)."""
         if len(items) < 2 or self.cpus < 2:
             return [work(item) for item in items]
-        return list(self._workers().map(work, items))
+        futures = [self._workers().submit(work, item) for item in items]
+        wait(futures)
+        return [f.result() for f in futures]
 
     def _prepare_batch(self, case: Case, seeds: list[int], paired: PairedCase | None = None) -> list[InputSet]:
         """The input sets of a batch, prepared in the judge's threads (one per CPU: both children

@@ -112,13 +112,7 @@ class TimedPhase:
             self._where = "loading the reference"
             references.extend(self._start(reference_submission(self.spec), "reference") for _ in range(k))
             subs.extend(self._start(self.source) for _ in range(k - 1))
-            try:
-                for reference in references:
-                    self._load(reference, phase=False)
-            except (ChildTimeout, ChildDied, ProtocolViolation, RunEnded) as e:
-                raise ReferenceFailed(f"the reference could not be loaded: {e}") from e
-            for n, extra in enumerate(subs[1:], start=2):
-                self._load(extra, phase=False, where=f"loading the submission's timed process {n} of {k}")
+            self._load_all(references, subs[1:], k)
             self._phase("benchmark")
             if self._clocks is not None:
                 self._clocks.look(disturbed.own_pids(subs + references))
@@ -127,11 +121,9 @@ class TimedPhase:
             if self._clocks is not None:  # the run's record: mean clock, throttled share, other processes
                 self._clocks.look(disturbed.own_pids(subs + references))
                 (result.device_info or {}).setdefault("clocks", {})["watch"] = self._clocks.summary()
-            for reference in references:
-                reference.close()
-            for n, extra in enumerate(subs[1:], start=2):
-                extra.close()
-                self._extra_logs.append((n, extra.logs()))
+            # two at a time, as they were loaded (each waits for its processes' end)
+            self._in_threads(lambda process: process.close(), references + subs[1:])
+            self._extra_logs.extend((n, extra.logs()) for n, extra in enumerate(subs[1:], start=2))
             if self._pool is not None:
                 self._pool.shutdown()
                 self._pool = None
@@ -156,6 +148,25 @@ class TimedPhase:
         if self.mode == Mode.leaderboard:
             score, low, high = combined.scaled(stats.geometric_mean(bases))
             result.score_ns, result.score_ci_ns = score, [low, high]
+
+    def _load_all(self, references: list[SubmissionProcess], extras: list[SubmissionProcess], k: int) -> None:
+        """Load the timed phase's further processes, two at a time (a process's start is mostly its
+        own isolating and imports, 40-60 ms): the reference's, then the submission's; the first
+        failure in their order is raised once its group is done.
+
+        Raises:
+            ReferenceFailed: a reference's process could not be loaded.
+            ChildTimeout, ChildDied, ProtocolViolation, RunEnded: a submission's process could not
+                be loaded.
+        """
+        try:
+            self._in_threads(lambda child: self._load(child, phase=False), references)
+        except (ChildTimeout, ChildDied, ProtocolViolation, RunEnded) as e:
+            raise ReferenceFailed(f"the reference could not be loaded: {e}") from e
+        if extras:
+            self._where = (f"loading the submission's timed process 2 of {k}" if len(extras) == 1
+                           else f"loading the submission's timed processes 2-{k}")
+            self._in_threads(lambda child: self._load(child, phase=False), extras)
 
     def _rounds(self, cases: list[Case], subs: list[SubmissionProcess], references: list[SubmissionProcess],
                 result: EvalResult, deadline: float,
@@ -307,14 +318,22 @@ class TimedPhase:
         warm: dict[str, list[int]] = {"submission": [], "reference": []}
         for j in range(len(subs)):
             paired.sub.current = paired.ref.current = j
-            if not self._warm_up(paired, paired.sub, first, deadline, warm["submission"]):
+            if j == 0 or self.device != DeviceClass.cpu:
+                ok = self._warm_up(paired, paired.sub, first, deadline, warm["submission"])
+                if ok and not r.interpreted:
+                    self._warm_up(paired, paired.ref, first, deadline, warm["reference"])
+            else:
+                # both sides' processes at once (none is timed now), as they are readied below;
+                # the first pair alone: a submission under Triton's interpreter stops there
+                ok = all(self._in_threads(lambda side: self._warm_up(paired, side, first, deadline, warm[side.name]),
+                                          [paired.sub, paired.ref]))
+            if not ok:
                 paired.done = True
                 return
             if r.interpreted:
                 self._time_interpreted(paired, case, deadline)
                 paired.done = True
                 return
-            self._warm_up(paired, paired.ref, first, deadline, warm["reference"])
         for side in (paired.sub, paired.ref):
             # the median after each process's first call: one disturbed call must not set the request's shape
             side.warm_ns = int(statistics.median(warm[side.name]))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import math
+import os
 from dataclasses import replace
 
 import pytest
@@ -327,6 +328,30 @@ def test_a_failing_reference_is_the_judges_error(double, options) -> None:
     spec = double.spec().__class__(double.definition, broken, "broken-reference")
     with pytest.raises(RuntimeError, match="reference"):
         evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
+
+
+def test_a_reference_its_processes_cannot_load_is_the_judges_error_and_every_process_is_closed(
+        double, options) -> None:
+    """The timed phase's further processes are loaded two at a time (``TimedPhase._load_all``): a
+    reference that cannot be imported in them is the judge's error, raised once every load has
+    ended, and no process of the run is left (none still loading when the run closes them)."""
+    broken = double.spec().reference_source + (
+        "\nimport os\nif os.environ.get('USER') == 'kernelrank-sandbox':\n"
+        "    raise ImportError('this reference cannot be imported in a sandbox')\n")
+    spec = double.spec().__class__(double.definition, broken, "unloadable-reference")
+    with pytest.raises(RuntimeError, match="the reference could not be loaded") as failed:
+        evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", replace(options, processes=3))
+    assert "cannot be imported in a sandbox" in str(failed.value)
+    scratch = str(options.scratch_dir)
+    left = [pid for pid in os.listdir("/proc") if pid.isdigit() and _cwd(pid).startswith(scratch)]
+    assert left == [], left
+
+
+def _cwd(pid: str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return ""
 
 
 @pytest.mark.slow

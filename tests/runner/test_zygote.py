@@ -66,6 +66,19 @@ def test_each_evaluation_gets_a_fresh_process(double, warm) -> None:
     assert outs[0][1] != outs[1][1], outs
 
 
+def test_a_warm_child_holds_no_descriptor_or_wake_up_of_the_zygote(double, options, warm) -> None:
+    """The zygote wakes on its children's ends through a pipe (``signal.set_wakeup_fd``): a
+    forked child has no wake-up descriptor set and as many open descriptors as a cold child (their
+    numbers differ: the channel's and the slots' are whatever each start gave them)."""
+    src = ("import os, signal\n"
+           "print(signal.set_wakeup_fd(-1), len(os.listdir('/proc/self/fd')))\n"
+           "def custom_kernel(data):\n    return data[0] * 2\n")
+    cold, hot = (evaluate(double.spec(), src, "test", "cpu", o) for o in (options, warm))
+    assert cold.status is hot.status is Verdict.passed, (cold.message, hot.message)
+    assert hot.logs["stdout"].split(maxsplit=1)[0] == "-1", hot.logs["stdout"]
+    assert hot.logs["stdout"] == cold.logs["stdout"]
+
+
 def test_crash_hang_and_exit_are_verdicts_and_the_zygote_keeps_serving(double, warm, zygote) -> None:
     crashed = evaluate(double.spec(), submission("os_exit.py"), "test", "cpu", warm)
     assert crashed.status is Verdict.error and "exited with code 7" in crashed.message
