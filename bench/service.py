@@ -104,7 +104,7 @@ class Service:
 def embedded_service(root: Path, timeout_s: float = 300.0, **settings: str) -> Iterator[Service]:
     """``kernelrank serve`` (API, control worker, CPU runner) with its data, cache and scratch
     under ``root``; ``settings`` are extra ``KERNELRANK_*`` variables (without the prefix).
-    Waits until its CPU runner is online; stops the whole process group at the end."""
+    Waits until its CPU runner is online and past its start-up; stops the whole process group at the end."""
     data_dir = root / "data"
     env = clean_env(KERNELRANK_DATA_DIR=str(data_dir), KERNELRANK_CACHE_DIR=str(root / "cache"),
                     KERNELRANK_SCRATCH_DIR=str(root / "scratch"), KERNELRANK_HEARTBEAT_SECONDS="2",
@@ -131,7 +131,10 @@ def embedded_service(root: Path, timeout_s: float = 300.0, **settings: str) -> I
                 with contextlib.suppress(httpx.TransportError):
                     r = c.get(f"{API}/runners")
                     runners = r.json()["runners"] if r.status_code == 200 else []
-                    if any(x["device"] == CPU_QUEUE and x["online"] for x in runners):
+                    # past its start-up too (serve says "ready" then): a runner measuring its
+                    # ceilings is online, and the first job waited ~6 s for it
+                    if any(x["device"] == CPU_QUEUE and x["online"] for x in runners) \
+                            and "serve: ready" in err_path.read_text():
                         break
                 time.sleep(0.5)
         yield Service(url, token, data_dir)

@@ -36,6 +36,7 @@ from kernelrank import __version__
 from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, RECORD_RESULT, REPORT_RETRY_POLICY,
                               get_celery, send)
 from kernelrank.runner.goahead import GoAhead, JobStopped, ask_to_start
+from kernelrank.runner import warm_start
 from kernelrank.runner.host import ceiling_probes
 from kernelrank.settings import get_settings
 from kernelrank.vocab import DeviceClass, Mode, RunKind, Verdict, device_class
@@ -58,6 +59,8 @@ class RunnerIdentity:
 
 
 _identity: RunnerIdentity | None = None
+#: Seconds the runner's "ready" waits for its pool process's warm start (:mod:`~kernelrank.runner.warm_start`).
+WARM_START_TIMEOUT_S = 120.0
 #: The start-up self-test's summary (:func:`self_test_gate`), shown in every heartbeat.
 _self_test: dict[str, Any] | None = None
 #: Seconds a starting runner's self-test may take before it counts as failed (the quick one takes
@@ -95,6 +98,7 @@ def configure(queue: str) -> RunnerIdentity:
     _identity = RunnerIdentity(runner_name(queue), queue)
     if _jobs_done is None:
         _jobs_done = multiprocessing.Value("q", 0)
+    warm_start.prepare()
     return _identity
 
 
@@ -245,7 +249,7 @@ def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str,
                               require_containment=(job["mode"] == Mode.leaderboard
                                                    and not settings.runner_allow_unisolated_network),
                               hidden_paths=(settings.data_dir.resolve(),),
-                              zygote=_warm_zygote(device_class(job["device"]), settings))
+                              zygote=warm_start.warm_zygote(device_class(job["device"]), settings))
         samples: list[dict[str, Any]] = []  # each timed case's judged pairs, for the score's bundle
 
         def keep_samples(event: dict[str, Any]) -> None:
@@ -547,10 +551,20 @@ def _on_worker_setup(sender: Any = None, instance: Any = None, **_: Any) -> None
 def _on_worker_ready(**_: Any) -> None:
     """Main process, after the pool started and before the first job is fetched."""
     if _identity is not None:
+        warm_start.started()
+        if not warm_start.wait_warm(WARM_START_TIMEOUT_S):  # still "starting" meanwhile
+            log.warning("the pool process did not warm up within %.0f s: its first job starts it", WARM_START_TIMEOUT_S)
         _end_heartbeat_thread()  # the starting heartbeats (announce_start) end here
         info = first_heartbeat(_identity)
         log.info("runner %s ready on queue %s", _identity.name, _identity.queue)
         start_heartbeat(_identity, info)
+
+
+@signals.worker_process_init.connect
+def _on_pool_process_init(**_: Any) -> None:
+    """A pool process: its zygote starts once the runner's start-up is over (:mod:`~kernelrank.runner.warm_start`)."""
+    if _identity is not None:
+        warm_start.start_when_ready(device_class(_identity.queue), get_settings())
 
 
 @signals.worker_shutting_down.connect
@@ -564,30 +578,3 @@ def _is_device_queue(name: str) -> bool:
         return True
     except ValueError:
         return False
-
-
-_zygotes: dict[tuple[str, int], Any] = {}
-_zygote_lock = threading.Lock()
-
-
-def _warm_zygote(device: str, settings: Any) -> Any:
-    """This worker process's zygote for ``device`` (started on first use, again if it died), or
-    ``None`` when warm starts are off or the zygote cannot start (the run then starts cold)."""
-    if not settings.runner_warm_start:
-        return None
-    from kernelrank.runner.host.devices import cpu_threads
-    from kernelrank.runner.submission.zygote import Zygote
-
-    threads = cpu_threads(settings.cpu_threads) if device == DeviceClass.cpu else 0
-    with _zygote_lock:
-        zygote = _zygotes.get((device, threads))
-        if zygote is not None and zygote.matches(device, threads):
-            return zygote
-        if zygote is not None:
-            zygote.close()
-        try:
-            zygote = _zygotes[(device, threads)] = Zygote.start(device, threads)
-        except OSError as e:  # pragma: no cover - the interpreter itself could not start
-            log.warning("warm start unavailable (%s): children start cold", type(e).__name__)
-            return None
-        return zygote

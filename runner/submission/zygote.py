@@ -103,6 +103,7 @@ class Zygote:
         self._cond = threading.Condition()
         self._exits: dict[int, int] = {}
         self._spawned: list[int] = []
+        self._ready = False  # its imports done (:meth:`wait_ready`)
         self._alive = True
         self._reader = threading.Thread(target=self._read, name="zygote-reader", daemon=True)
         self._reader.start()
@@ -145,6 +146,12 @@ class Zygote:
                     raise ZygoteError("the zygote died")
                 return ZygoteProcess(self._spawned[known], self)
 
+    def wait_ready(self, timeout: float) -> bool:
+        """Wait until the zygote has made its imports and forks at once (at most ``timeout``
+        seconds); whether it has."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self._ready or not self._alive, timeout) and self._ready
+
     def exit_status(self, pid: int) -> int | None:
         with self._cond:
             return self._exits.get(pid)
@@ -171,6 +178,8 @@ class Zygote:
                     continue
                 if "pid" in msg:
                     self._spawned.append(int(msg["pid"]))
+                elif msg.get("ready") is True:
+                    self._ready = True
                 elif "exit" in msg:
                     self._exits[int(msg["exit"])] = int(msg["code"])
                 self._cond.notify_all()
@@ -246,6 +255,7 @@ def main(argv: list[str]) -> int:
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
+    ctl.send(json.dumps({"ready": True}).encode())  # Zygote.wait_ready: a runner's start waits for this
     children: set[int] = set()
     while True:
         try:
