@@ -339,10 +339,14 @@ class JobGroup:
         """
         end = time.monotonic() + timeout
         v2_kill = self.freezer_dir / "cgroup.kill"
+        killed: set[int] = set()
         while True:
             members = self.live_pids()
-            if not members:
+            # and none of those killed still runs a thread (one on its way out may have left the
+            # group's list already: returning then let the caller see it run, a CI failure)
+            if not members and not any(_has_live_thread(pid) for pid in killed):
                 return 0
+            killed |= members
             if self.freezer_kind == "v2" and v2_kill.exists():
                 try:
                     self._write(v2_kill, "1")
@@ -365,7 +369,7 @@ class JobGroup:
             except CgroupError:
                 pass
             if time.monotonic() > end:
-                return len(self.live_pids())
+                return len(self.live_pids() | {pid for pid in killed if _has_live_thread(pid)})
             time.sleep(0.005)
 
     def remove(self) -> None:
