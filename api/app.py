@@ -61,10 +61,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.include_router(router)
 
     from kernelrank.api.edge import CLIENT_CLOSED_REQUEST, EdgeMiddleware
+    from kernelrank.api.watch import SubmissionWatch
     from kernelrank.logs import configure_logging
     from kernelrank.metrics import ApiMetrics, RequestMetricsMiddleware
 
     configure_logging(app.state.settings)
+    # long-polled reads of submissions (GET /submissions/{id}?wait=): one watcher per process
+    app.state.watch = SubmissionWatch(app.state.session_factory, app.state.settings.resolved_database_url())
     app.state.metrics = ApiMetrics(app.state.session_factory, app.state.settings.runner_online_seconds)
     app.add_middleware(EdgeMiddleware, settings=app.state.settings)  # inside the metrics: its refusals are logged
     app.add_middleware(RequestMetricsMiddleware, metrics=app.state.metrics)
@@ -141,14 +144,16 @@ def short_errors(errors: Any) -> list[dict[str, Any]]:
 
 
 @contextlib.asynccontextmanager
-async def _lifespan(_app: FastAPI) -> AsyncIterator[None]:
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Server start: move every object built so far (imported modules, routes, templates) into
     the garbage collector's permanent generation (:func:`gc.freeze`), so full collections stop
     traversing them. Measured with 100,000 submissions in Postgres (bench/leaderboard.py): each
     full collection of the ~150k startup objects paused a request for about 100 ms, which made the
-    leaderboard page's p99 174 ms against a p50 of 66 ms; frozen, the p99 was 76 ms."""
+    leaderboard page's p99 174 ms against a p50 of 66 ms; frozen, the p99 was 76 ms. Shutdown:
+    the long-polls' listener thread stops."""
     gc.freeze()
     yield
+    app.state.watch.close()
 
 
 def _session_factory(settings: Settings | None):

@@ -6,7 +6,8 @@ Postgres and Redis (e.g. those of ``scripts/test-servers.sh``; a new database an
 there, dropped at the end). Then:
 
 1. latency: ``--jobs`` submissions one after the other; for each, the time from sending the POST to
-   reading a final status (polling the submission every 20 ms, as a page or client would);
+   reading a final status (following it as the CLI does: each read waits on the server for the
+   next change of its state, ``If-None-Match`` and ``wait``; ``--poll-ms`` polls instead);
    prints p50 / p95 / max and the verdicts, then each hop's p50 / p95: the POST (the job is queued
    before its answer), the queue to the runner, the runner's preparing, the judging (its child's
    start, the load, the tests), the go-ahead (asked beside the judging: only what it adds after
@@ -19,7 +20,7 @@ Prints figures, asserts nothing (current figures: bench/README.md). Targets on a
 idle: p50 at most 300 ms (p95 600 ms) on the embedded default, 150 ms on Postgres + Redis, which
 needs the runner's warm start (``runner/submission/zygote.py``; ``--cold`` turns it off to compare).
 
-Usage: ``python bench/latency.py [--jobs 50] [--cold] [--database-url URL --broker-url URL]``
+Usage: ``python bench/latency.py [--jobs 50] [--cold] [--poll-ms MS] [--database-url URL --broker-url URL]``
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ from kernelrank.vocab import FINAL_STATUSES  # noqa: E402
 from tests.servers import new_backend  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "softmax" / "examples" / "correct_pytorch.py"
-POLL_S = 0.02
+#: Seconds between reads when polling (``--poll-ms``); 0: long-polls (each read waits for a change).
+POLL_S = 0.0
 
 
 def _submit(client: httpx.Client, code: str) -> int:
@@ -57,11 +59,17 @@ def _wait(client: httpx.Client, sid: int, timeout_s: float = 300.0) -> str:
 def _final(client: httpx.Client, sid: int, timeout_s: float = 300.0) -> dict:
     """The submission as first read with a final status (``{}`` when none came in time)."""
     deadline = time.monotonic() + timeout_s
+    etag, sub = None, {}
     while time.monotonic() < deadline:
-        sub = client.get(f"{API}/submissions/{sid}").json()
-        if sub["status"] in FINAL_STATUSES:
+        long_poll = etag is not None and POLL_S == 0
+        r = client.get(f"{API}/submissions/{sid}", headers={"If-None-Match": etag} if long_poll else {},
+                       params={"wait": 30} if long_poll else {})
+        if r.status_code != 304:
+            sub, etag = r.json(), r.headers.get("ETag")
+        if sub.get("status") in FINAL_STATUSES:
             return sub
-        time.sleep(POLL_S)
+        if not long_poll:
+            time.sleep(POLL_S)
     return {}
 
 
@@ -127,16 +135,21 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--jobs", type=int, default=50)
     ap.add_argument("--cold", action="store_true", help="start every child cold (no zygote)")
+    ap.add_argument("--poll-ms", type=float, default=0.0,
+                    help="read the submission every this many ms instead of long-polling (before 2026-12-03: 20)")
     ap.add_argument("--database-url", default=None)
     ap.add_argument("--broker-url", default=None)
     args = ap.parse_args()
+    global POLL_S
+    POLL_S = args.poll_ms / 1000
     if bool(args.database_url) != bool(args.broker_url):
         ap.error("--database-url and --broker-url go together (the test servers': scripts/test-servers.sh)")
     settings = {"rate_submissions_per_hour": "0", "rate_concurrent_jobs": "0",
                 "runner_warm_start": "false" if args.cold else "true"}
     backend = "Postgres + Redis" if args.database_url else "embedded default (SQLite, file broker)"
     print(f"machine: {machine()}")
-    print(f"service: {backend}; warm start {'off' if args.cold else 'on'}")
+    print(f"service: {backend}; warm start {'off' if args.cold else 'on'}; client "
+          + (f"polls every {args.poll_ms:g} ms" if POLL_S else "long-polls (If-None-Match, wait)"))
     code = KERNEL.read_text()
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kernelrank-latency-"))

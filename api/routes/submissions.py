@@ -12,16 +12,21 @@ import logging
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionDep, SettingsDep
+from kernelrank.api.deps import CurrentUser, DispatchDep, OptionalUser, SessionDep, SettingsDep, release
 from kernelrank.api.edge import Id, Offset, body_limit, submission_body_bytes
 from kernelrank.api.presenters import submission_public
 from kernelrank.api.schemas import SubmissionAccepted, SubmissionCreate, SubmissionPublic
+from kernelrank.api.watch import MAX_WAIT_S
+from kernelrank.db.models import Submission, User
 from kernelrank.services import TooLarge, bundles, limits, queueing, submissions
+from kernelrank.services.submission_state import state_tag
 from kernelrank.vocab import CPU_QUEUE, MODES, Mode, SubmissionStatus
 
 router = APIRouter(prefix="/api/v1/submissions", tags=["submissions"])
@@ -178,17 +183,57 @@ def list_submissions(
             for sub in subs]
 
 
+#: ``wait``: seconds a read with ``If-None-Match`` may wait for the submission's state to change.
+Wait = Annotated[float, Query(ge=0, le=MAX_WAIT_S, description=(
+    "With `If-None-Match` holding the submission's last `ETag`: wait up to this many seconds for its "
+    "state (status, progress, message, verdict) to change, and answer at once when it does: `304` if it "
+    "did not. Without `If-None-Match`, or with another tag, the answer comes at once."))]
+
+
 @router.get("/{submission_id}", response_model=SubmissionPublic, summary="One submission",
-            responses={401: {"description": "Invalid token"}, 404: {"description": "No such submission"}})
-def get_submission(submission_id: Id, viewer: OptionalUser, session: SessionDep,
-                   settings: SettingsDep) -> SubmissionPublic:
+            responses={304: {"description": "Its state is still the `If-None-Match` tag's (after `wait`)"},
+                       401: {"description": "Invalid token"}, 404: {"description": "No such submission"}})
+async def get_submission(submission_id: Id, request: Request, response: Response, viewer: OptionalUser,
+                         session: SessionDep, settings: SettingsDep, wait: Wait = 0.0,
+                         if_none_match: Annotated[str | None, Header()] = None) -> Any:
     """A submission's status and verdict (public; for a hidden problem, its owner's and admins'
     only); code, logs and error details for its owner and admins; while queued, its place in its
-    device queue and an estimated start."""
+    device queue and an estimated start. Its ``ETag`` (weak) is its state's tag: a client waits for
+    the next change with ``If-None-Match`` and ``wait`` instead of polling (the CLI does)."""
+    tag = await run_in_threadpool(_visible_tag, session, submission_id, viewer)
+    if wait > 0 and _matches(if_none_match, tag):
+        await run_in_threadpool(release, session)  # no connection held while it waits
+        tag = await request.app.state.watch.changed(submission_id, tag, wait)
+    if _matches(if_none_match, tag):
+        return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": _etag(tag)})
+    body = await run_in_threadpool(_present, session, submission_id, viewer, settings.runner_online_seconds)
+    response.headers["ETag"] = _etag(state_tag(body[1]))
+    return body[0]
+
+
+def _visible_tag(session: Session, submission_id: int, viewer: User | None) -> str:
+    return state_tag(submissions.get_visible_submission(session, submission_id, viewer))
+
+
+def _present(session: Session, submission_id: int, viewer: User | None,
+             online_s: float) -> tuple[SubmissionPublic, Submission]:
+    session.expire_all()  # read again after a wait
     sub = submissions.get_visible_submission(session, submission_id, viewer)
     full = submissions.can_see_code(viewer, sub)
     return submission_public(sub, full=full, with_code=full, admin=bool(viewer and viewer.is_admin),
-                             queue=queueing.place_in_queue(session, sub, settings.runner_online_seconds))
+                             queue=queueing.place_in_queue(session, sub, online_s)), sub
+
+
+def _etag(tag: str) -> str:
+    return f'W/"{tag}"'
+
+
+def _matches(if_none_match: str | None, tag: str) -> bool:
+    """Whether an ``If-None-Match`` header names ``tag`` (weak comparison, RFC 9110 13.1.2)."""
+    if not if_none_match or not tag:
+        return False
+    names = {t.strip().removeprefix("W/").strip('"') for t in if_none_match.split(",")}
+    return tag in names or "*" in names
 
 
 @router.get("/{submission_id}/bundle", summary="A score's reproducibility bundle",

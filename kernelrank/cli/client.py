@@ -213,6 +213,35 @@ class ApiClient:
             response = self._http.request(method, f"/api/v1{path}", **kwargs)
         except httpx.TransportError as e:
             raise ClientError(f"cannot reach the server at {self.target.server}: {e.__class__.__name__}: {e}", 3) from None
+        self._raise_for(response)
+        if response.status_code == 204:  # No Content (a revocation)
+            return None
+        return self._json(response, method, path)
+
+    def read_if_changed(self, path: str, etag: str | None, wait_s: float) -> tuple[Any, str | None]:
+        """GET ``/api/v1{path}`` unless it still has ``etag``, waiting up to ``wait_s`` seconds on
+        the server for it to change: ``(body, its ETag)``, or ``(None, etag)`` when unchanged (304).
+        A server without ETags answers at once: ``(body, None)``.
+
+        Raises:
+            ClientError: as :meth:`request`.
+        """
+        import httpx
+
+        headers = {"If-None-Match": etag} if etag else {}
+        params = {"wait": f"{wait_s:g}"} if etag and wait_s > 0 else {}
+        try:
+            response = self._http.get(f"/api/v1{path}", headers=headers, params=params,
+                                      timeout=self._http.timeout.read + wait_s if self._http.timeout.read else None)
+        except httpx.TransportError as e:
+            raise ClientError(f"cannot reach the server at {self.target.server}: {e.__class__.__name__}: {e}", 3) from None
+        if response.status_code == 304:
+            return None, response.headers.get("ETag", etag)
+        self._raise_for(response)
+        return self._json(response, "GET", path), response.headers.get("ETag")
+
+    def _raise_for(self, response: Any) -> None:
+        """Raises :class:`ClientError` for a 5xx (exit 3) or a 4xx (exit 2, with the ``detail``)."""
         if response.status_code >= 500:
             raise ClientError(f"the server at {self.target.server} failed ({response.status_code}): "
                               f"{_detail(response)}", 3)
@@ -222,8 +251,8 @@ class ApiClient:
                 message += ("; no API token given: pass --token, set KERNELRANK_TOKEN or run `kernelrank login`"
                             if not self.target.token else "; the API token was refused")
             raise ClientError(message, 2)
-        if response.status_code == 204:  # No Content (a revocation)
-            return None
+
+    def _json(self, response: Any, method: str, path: str) -> Any:
         try:
             return response.json()
         except ValueError:
@@ -333,20 +362,32 @@ def show_verdict(sub: dict[str, Any], timeout_s: float, as_json: bool, err: Any,
     raise typer.Exit(0 if sub.get("status") == vocab.Verdict.passed else 1)
 
 
+#: Seconds each read of a followed submission waits on the server for its state to change
+#: (``GET /submissions/{id}?wait=`` with ``If-None-Match``): a change shows at once, and the
+#: progress view's clock moves at least this often.
+FOLLOW_WAIT_S = 1.0
+
+
 def wait_for(api: ApiClient, sub_id: int, timeout_s: float, progress: Progress | None) -> dict[str, Any]:
-    """Poll the submission (every 0.5 s, then every 1 s after 10 s) until it has a final status
-    or ``timeout_s`` passed; tolerates up to :data:`POLL_RETRIES` consecutive unreachable polls.
+    """Follow the submission until it has a final status or ``timeout_s`` passed: each read waits
+    on the server up to :data:`FOLLOW_WAIT_S` for its state to change (a long-poll on its
+    ``ETag``); a server that sends no ``ETag`` is polled every 0.5 s, then every 1 s after 10 s.
+    Tolerates up to :data:`POLL_RETRIES` consecutive unreachable reads.
 
     Raises:
         ClientError: the server stayed unreachable (exit 3) or refused the request (exit 2).
     """
     start = time.monotonic()
     failures = 0
+    etag: str | None = None
+    got: dict[str, Any] | None = None
     sub: dict[str, Any] = {"id": sub_id, "status": vocab.SubmissionStatus.queued.value}
     while True:
         waited = time.monotonic() - start
+        sent = etag
         try:
-            sub = api.request("GET", f"/submissions/{sub_id}")
+            wait = min(FOLLOW_WAIT_S, max(0.0, timeout_s - waited)) if etag else 0.0
+            got, etag = api.read_if_changed(f"/submissions/{sub_id}", etag, wait)
             failures = 0
         except ClientError as e:
             failures += 1
@@ -354,13 +395,15 @@ def wait_for(api: ApiClient, sub_id: int, timeout_s: float, progress: Progress |
                 e.message += f" (submission #{sub_id} was accepted and goes on)"
                 raise
         else:
+            sub = got if got is not None else sub
             if progress is not None:
                 progress.update(sub, waited)
             if sub.get("status") in vocab.FINAL_STATUSES:
                 return sub
         if waited >= timeout_s:
             return sub
-        time.sleep(0.5 if waited < 10 else 1.0)
+        if failures or etag is None or (got is not None and etag == sent):  # no long-poll here: poll
+            time.sleep(0.5 if waited < 10 else 1.0)
 
 
 def leaderboard_command(

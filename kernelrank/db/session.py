@@ -77,7 +77,7 @@ def migrate(url: str | None = None) -> None:
 
 def sqlite_path(url: str) -> Path | None:
     """The file of a SQLite URL (``None``: not SQLite, or in memory)."""
-    if not url.startswith("sqlite"):
+    if not url.startswith("sqlite") or "///" not in url:  # "sqlite://": in memory
         return None
     path = url.split("///", 1)[-1]
     return Path(path) if path and path != ":memory:" else None

@@ -457,3 +457,33 @@ def test_the_waiting_view_says_when_the_service_measures_again() -> None:
     assert out.index("secret run: passed") < out.index("measuring again") < out.index("public (attempt 2) run: passed")
     assert "pass public (attempt 2): benchmark case 0 (M=1)" in out and "secret (attempt 2) run: passed" in out
     assert "verdict" not in out  # the submission's view that follows states the verdict, once
+
+
+@pytest.mark.parametrize("etags", [True, False], ids=["long-polls", "a server without ETags"])
+def test_following_a_submission_waits_on_the_server_or_polls_an_older_one(etags: bool,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``wait_for`` sends the last ``ETag`` with a ``wait`` and reads again at once after a 304 or
+    a change; a server that sends no ``ETag`` is polled with sleeps in between (no busy loop)."""
+    from kernelrank.cli import client
+
+    states = ["queued", None, "running", None, "passed"]  # None: unchanged (304)
+    asked: list[tuple[str | None, float]] = []
+
+    class Api:
+        def read_if_changed(self, path: str, etag: str | None, wait_s: float) -> tuple[Any, str | None]:
+            asked.append((etag, wait_s))
+            state = states.pop(0) if etags else next(s for s in iter(lambda: states.pop(0), "") if s)
+            if state is None:
+                return None, etag
+            return {"id": 7, "status": state}, (f'W/"{state}"' if etags else None)
+
+    slept: list[float] = []
+    monkeypatch.setattr(client.time, "sleep", slept.append)
+    sub = client.wait_for(Api(), 7, 600.0, None)
+    assert sub["status"] == "passed"
+    if etags:
+        assert asked == [(None, 0.0), ('W/"queued"', 1.0), ('W/"queued"', 1.0), ('W/"running"', 1.0),
+                         ('W/"running"', 1.0)]
+        assert slept == []
+    else:
+        assert [e for e, _ in asked] == [None, None, None] and slept == [0.5, 0.5]
