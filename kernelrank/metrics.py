@@ -68,6 +68,20 @@ def route_template(scope: dict[str, Any]) -> str:
     return getattr(route, "path", None) or UNMATCHED
 
 
+#: Suffix of the route label of a read that may wait for a change (``wait`` with
+#: ``If-None-Match``): its time is mostly the wait, kept apart from the route's latency.
+LONG_POLL = " (long-poll)"
+
+
+def long_polled(scope: dict[str, Any]) -> bool:
+    """Whether a request asked to wait for a change: a ``wait`` query parameter and an
+    ``If-None-Match`` header (``GET /api/v1/submissions/{id}``, :mod:`kernelrank.api.watch`)."""
+    query = scope.get("query_string") or b""
+    if not (query.startswith(b"wait=") or b"&wait=" in query):
+        return False
+    return any(name == b"if-none-match" for name, _ in scope.get("headers") or ())
+
+
 class RequestMetricsMiddleware:
     """ASGI middleware: times each HTTP request into ``metrics.latency`` and logs one line
     (method, route, status, duration, and ``submission_id`` for a submission's routes)."""
@@ -97,7 +111,7 @@ class RequestMetricsMiddleware:
         """Observe and log one request; never raises (a failure here would replace the request's
         own answer or exception, and lose its log line): what cannot be recorded is logged."""
         try:
-            route = route_template(scope)
+            route = route_template(scope) + (LONG_POLL if long_polled(scope) else "")
             self.metrics.latency.labels(str(scope.get("method", "")), route, str(code)).observe(elapsed)
             extra: dict[str, Any] = {"method": scope.get("method"), "route": route, "status": code,
                                      "duration_ms": round(elapsed * 1000, 2)}

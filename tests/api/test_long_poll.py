@@ -12,6 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.conftest import World, submit
+from tests.api.test_metrics import scrape
 
 URL = "/api/v1/submissions/{}"
 
@@ -74,6 +75,12 @@ def test_a_wait_with_no_change_ends_in_304_and_other_commits_do_not_end_it(clien
     changer.join()
     assert r.status_code == 304 and r.headers["ETag"] == tag
     assert client.get(URL.format(other)).json()["status"] == "running"
+    # the wait is kept out of the route's latency: long-polls have a label of their own
+    m = scrape(client)
+    waited = ("kernelrank_http_request_duration_seconds_count",
+              (("method", "GET"), ("route", "/api/v1/submissions/{submission_id} (long-poll)"), ("status", "304")))
+    assert m[waited] == 1.0
+    assert m[(waited[0], (("method", "GET"), ("route", "/api/v1/submissions/{submission_id}"), ("status", "200")))] == 2.0
 
 
 def test_a_wait_without_a_tag_or_beyond_the_limit(client: TestClient, world: World) -> None:
