@@ -200,28 +200,28 @@ async def get_submission(submission_id: Id, request: Request, response: Response
     only); code, logs and error details for its owner and admins; while queued, its place in its
     device queue and an estimated start. Its ``ETag`` (weak) is its state's tag: a client waits for
     the next change with ``If-None-Match`` and ``wait`` instead of polling (the CLI does)."""
-    tag = await run_in_threadpool(_visible_tag, session, submission_id, viewer)
+    sub = await run_in_threadpool(submissions.get_visible_submission, session, submission_id, viewer)
+    tag = state_tag(sub)
     if wait > 0 and _matches(if_none_match, tag):
         await run_in_threadpool(release, session)  # no connection held while it waits
-        tag = await request.app.state.watch.changed(submission_id, tag, wait)
+        if await request.app.state.watch.changed(submission_id, tag, wait) != tag:
+            sub = await run_in_threadpool(_reload, session, submission_id, viewer)
+            tag = state_tag(sub)
     if _matches(if_none_match, tag):
         return Response(status_code=status.HTTP_304_NOT_MODIFIED, headers={"ETag": _etag(tag)})
-    body = await run_in_threadpool(_present, session, submission_id, viewer, settings.runner_online_seconds)
-    response.headers["ETag"] = _etag(state_tag(body[1]))
-    return body[0]
+    response.headers["ETag"] = _etag(tag)
+    return await run_in_threadpool(_present, session, sub, viewer, settings.runner_online_seconds)
 
 
-def _visible_tag(session: Session, submission_id: int, viewer: User | None) -> str:
-    return state_tag(submissions.get_visible_submission(session, submission_id, viewer))
+def _reload(session: Session, submission_id: int, viewer: User | None) -> Submission:
+    session.expire_all()  # read again after the wait
+    return submissions.get_visible_submission(session, submission_id, viewer)
 
 
-def _present(session: Session, submission_id: int, viewer: User | None,
-             online_s: float) -> tuple[SubmissionPublic, Submission]:
-    session.expire_all()  # read again after a wait
-    sub = submissions.get_visible_submission(session, submission_id, viewer)
+def _present(session: Session, sub: Submission, viewer: User | None, online_s: float) -> SubmissionPublic:
     full = submissions.can_see_code(viewer, sub)
     return submission_public(sub, full=full, with_code=full, admin=bool(viewer and viewer.is_admin),
-                             queue=queueing.place_in_queue(session, sub, online_s)), sub
+                             queue=queueing.place_in_queue(session, sub, online_s))
 
 
 def _etag(tag: str) -> str:

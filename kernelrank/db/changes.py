@@ -6,7 +6,8 @@ A :class:`ChangeListener` runs one thread that calls ``wake()`` soon after a com
   (a trigger, migration 0018; delivered at commit); the thread ``LISTEN``\\ s on a connection of
   its own (psycopg) and reconnects, backing off, when the server goes away;
 - SQLite: every commit writes the database's write-ahead log (``-wal``; the file itself where
-  WAL is off); the thread watches its folder with inotify.
+  WAL is off); the thread watches its folder with inotify, and wakes the waiters again a little
+  later (:data:`SETTLE_S`: the write comes before the commit can be read).
 
 Where neither can be had (no inotify, another database, the server unreachable) nothing wakes
 the waiters and they look again on their own (:data:`kernelrank.api.watch.FALLBACK_S`). The word
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 from kernelrank.db.session import sqlite_path
@@ -27,6 +29,10 @@ log = logging.getLogger("kernelrank.db.changes")
 CHANNEL = "kernelrank_submissions"
 #: Seconds each blocking read waits before the thread looks whether it is to stop.
 READ_S = 1.0
+#: Seconds after a write of SQLite's log at which the waiters are woken again: a commit's frames
+#: are written (the inotify event) before the log is synced and its index updated, and a reader
+#: woken at once may not see it yet (a long-poll test missed one this way under load).
+SETTLE_S = (0.02, 0.2, 1.0)
 #: Seconds before the PostgreSQL listener reconnects, doubled up to :data:`RECONNECT_MAX_S`.
 RECONNECT_S, RECONNECT_MAX_S = 0.5, 30.0
 
@@ -71,12 +77,19 @@ class ChangeListener:
         path = sqlite_path(self._url)
         assert path is not None
         names = {path.name, f"{path.name}-wal"}
+        follow: list[float] = []  # monotonic times of the wakes still due after the last write
         with INotify() as inotify:
             inotify.add_watch(path.parent, flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_TO | flags.CREATE)
             while not self._stop.is_set():
-                events = inotify.read(timeout=int(READ_S * 1000))
+                wait_s = min([READ_S, *(t - time.monotonic() for t in follow)])
+                events = inotify.read(timeout=max(0, int(wait_s * 1000)))
+                now = time.monotonic()
                 if any(e.name in names for e in events):
                     self._wake()
+                    follow = [now + d for d in SETTLE_S]
+                elif follow and follow[0] <= now:
+                    self._wake()
+                    follow = [t for t in follow if t > now]
 
     def _postgres(self) -> None:
         import psycopg
