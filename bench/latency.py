@@ -37,8 +37,7 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from bench.service import API, ROOT, embedded_service, machine, percentiles  # noqa: E402
-from kernelrank.vocab import FINAL_STATUSES  # noqa: E402
+from bench.service import API, ROOT, embedded_service, follow, machine, percentiles  # noqa: E402
 from tests.servers import new_backend  # noqa: E402
 
 KERNEL = ROOT / "reference_kernels" / "softmax" / "examples" / "correct_pytorch.py"
@@ -53,24 +52,7 @@ def _submit(client: httpx.Client, code: str) -> int:
 
 
 def _wait(client: httpx.Client, sid: int, timeout_s: float = 300.0) -> str:
-    return str(_final(client, sid, timeout_s).get("status", "lost"))
-
-
-def _final(client: httpx.Client, sid: int, timeout_s: float = 300.0) -> dict:
-    """The submission as first read with a final status (``{}`` when none came in time)."""
-    deadline = time.monotonic() + timeout_s
-    etag, sub = None, {}
-    while time.monotonic() < deadline:
-        long_poll = etag is not None and POLL_S == 0
-        r = client.get(f"{API}/submissions/{sid}", headers={"If-None-Match": etag} if long_poll else {},
-                       params={"wait": 30} if long_poll else {})
-        if r.status_code != 304:
-            sub, etag = r.json(), r.headers.get("ETag")
-        if sub.get("status") in FINAL_STATUSES:
-            return sub
-        if not long_poll:
-            time.sleep(POLL_S)
-    return {}
+    return str(follow(client, sid, timeout_s, POLL_S).get("status", "lost"))
 
 
 def _epoch(stamp: str) -> float:
@@ -99,7 +81,7 @@ def latency(client: httpx.Client, code: str, jobs: int) -> None:
         t0, c = time.perf_counter(), {"post": time.time()}
         sid = _submit(client, code)
         c["answered"] = time.time()
-        sub = _final(client, sid)
+        sub = follow(client, sid, poll_s=POLL_S)
         c["seen"] = time.time()
         samples.append(time.perf_counter() - t0)
         verdicts[sub.get("status", "lost")] += 1

@@ -113,8 +113,7 @@ def runs(problem: str, source: str, repeats: int, budget_s: float | None = None,
 def service(problem: str, source: str, repeats: int) -> None:
     import httpx
 
-    from bench.service import API, embedded_service
-    from kernelrank.vocab import FINAL_STATUSES
+    from bench.service import API, embedded_service, follow
 
     with tempfile.TemporaryDirectory() as tmp, embedded_service(Path(tmp)) as svc:
         client = httpx.Client(base_url=svc.url, headers={"Authorization": f"Bearer {svc.admin_token}"}, timeout=30)
@@ -124,15 +123,10 @@ def service(problem: str, source: str, repeats: int) -> None:
                                                           "code": source})
             r.raise_for_status()
             sid = r.json()["id"]
-            sub, etag = {}, None
-            while sub.get("status") not in FINAL_STATUSES or sub.get("finished_at") is None:
-                # as the CLI follows it: each read waits on the server for the next change (a
-                # client polling every 0.1 s cost the API ~10% of a core, into the timed calls)
-                r = client.get(f"{API}/submissions/{sid}", headers={"If-None-Match": etag} if etag else {},
-                               params={"wait": 30} if etag else {})
-                if r.status_code != 304:
-                    sub, etag = r.json(), r.headers.get("ETag")
-            print(f"POST to verdict: {time.monotonic() - t0:.1f} s  {sub['status']} ranked={sub.get('ranked')} "
+            # long-polls: a client polling every 0.1 s cost the API ~10% of a core, into the timed calls
+            sub = follow(client, sid, timeout_s=1800.0)
+            status = sub.get("status", "none in 30 min")
+            print(f"POST to verdict: {time.monotonic() - t0:.1f} s  {status} ranked={sub.get('ranked')} "
                   f"score {sub.get('score_ns')} ({sub.get('message', '')[:80]})")
 
 

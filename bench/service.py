@@ -55,6 +55,28 @@ def percentiles(samples_s: list[float], points: tuple[float, ...] = (50, 95, 99)
     return out
 
 
+def follow(client: httpx.Client, sid: int, timeout_s: float = 300.0, poll_s: float = 0.0) -> dict:
+    """Submission ``sid`` as first read with a final status and its ``finished_at`` (``{}`` when
+    none came within ``timeout_s``), followed as the CLI follows it: each read after the first
+    waits on the server for the next change (``If-None-Match`` and ``wait``); ``poll_s`` > 0 reads
+    every ``poll_s`` seconds instead."""
+    from kernelrank.vocab import FINAL_STATUSES
+
+    deadline = time.monotonic() + timeout_s
+    etag, sub = None, {}
+    while time.monotonic() < deadline:
+        long_poll = etag is not None and poll_s == 0
+        r = client.get(f"{API}/submissions/{sid}", headers={"If-None-Match": etag} if long_poll else {},
+                       params={"wait": 30} if long_poll else {})
+        if r.status_code != 304:
+            sub, etag = r.json(), r.headers.get("ETag")
+        if sub.get("status") in FINAL_STATUSES and sub.get("finished_at") is not None:
+            return sub
+        if not long_poll:
+            time.sleep(poll_s)
+    return {}
+
+
 def describe(name: str, samples_s: list[float]) -> str:
     """``name: n requests, p50 .. ms, p95 .. ms, p99 .. ms, max .. ms``."""
     if not samples_s:

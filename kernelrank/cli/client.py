@@ -207,12 +207,7 @@ class ApiClient:
             ClientError: exit 3 when the server cannot be reached, answers 5xx or not with JSON;
                 exit 2 for a 4xx (with the server's ``detail``).
         """
-        import httpx
-
-        try:
-            response = self._http.request(method, f"/api/v1{path}", **kwargs)
-        except httpx.TransportError as e:
-            raise ClientError(f"cannot reach the server at {self.target.server}: {e.__class__.__name__}: {e}", 3) from None
+        response = self._send(method, path, **kwargs)
         self._raise_for(response)
         if response.status_code == 204:  # No Content (a revocation)
             return None
@@ -226,19 +221,27 @@ class ApiClient:
         Raises:
             ClientError: as :meth:`request`.
         """
-        import httpx
-
         headers = {"If-None-Match": etag} if etag else {}
         params = {"wait": f"{wait_s:g}"} if etag and wait_s > 0 else {}
-        try:
-            response = self._http.get(f"/api/v1{path}", headers=headers, params=params,
-                                      timeout=self._http.timeout.read + wait_s if self._http.timeout.read else None)
-        except httpx.TransportError as e:
-            raise ClientError(f"cannot reach the server at {self.target.server}: {e.__class__.__name__}: {e}", 3) from None
+        response = self._send("GET", path, headers=headers, params=params,
+                              timeout=self._http.timeout.read + wait_s if self._http.timeout.read else None)
         if response.status_code == 304:
             return None, response.headers.get("ETag", etag)
         self._raise_for(response)
         return self._json(response, "GET", path), response.headers.get("ETag")
+
+    def _send(self, method: str, path: str, **kwargs: Any) -> Any:
+        """``method`` ``/api/v1{path}``: the response, whatever its status.
+
+        Raises:
+            ClientError: exit 3 when the server cannot be reached.
+        """
+        import httpx
+
+        try:
+            return self._http.request(method, f"/api/v1{path}", **kwargs)
+        except httpx.TransportError as e:
+            raise ClientError(f"cannot reach the server at {self.target.server}: {e.__class__.__name__}: {e}", 3) from None
 
     def _raise_for(self, response: Any) -> None:
         """Raises :class:`ClientError` for a 5xx (exit 3) or a 4xx (exit 2, with the ``detail``)."""
