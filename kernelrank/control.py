@@ -60,7 +60,7 @@ def record_result(submission_id: int, kind: str, result: dict[str, Any], runner:
     committed (if sending fails it stays ``queued`` and the sweeper sends it again).
     Returns whether anything was written."""
     from kernelrank.db.session import session_scope
-    from kernelrank.services import ServiceError, competition_final, submissions
+    from kernelrank.services import ServiceError, competition_final, guard, submissions
     from kernelrank.settings import get_settings
 
     again: list[tuple[dict[str, Any], str, float]] = []
@@ -73,6 +73,12 @@ def record_result(submission_id: int, kind: str, result: dict[str, Any], runner:
             written = submissions.record_run(session, int(submission_id), str(kind), dict(result), str(runner),
                                              attempt, remeasures=get_settings().remeasures,
                                              again=lambda *job: again.append(job))
+        if written:  # committed: the verdict is seen before the advisory scan is made
+            try:
+                with session_scope() as session:
+                    guard.store(session, int(submission_id))
+            except Exception:  # noqa: BLE001 - advisory: its failure must not redo the record
+                log.warning("submission %s: the advisory scan was not stored", submission_id, exc_info=True)
     except ServiceError as e:
         log.warning("result of submission %s (%s run) dropped: %s", submission_id, kind, e.message)
         return False

@@ -1,5 +1,6 @@
 """The runner's warm start: one zygote (:mod:`kernelrank.runner.submission.zygote`) per pool process
-and device, started as soon as the runner's start-up is over rather than by its first job.
+and device, started as soon as the runner's start-up is over rather than by its first job, and
+the next evaluation's first process started ahead (:func:`spare`).
 
 Started by the first job, the zygote's import of torch (1.5 s on a 2-core VM), the pool process's
 own import of the judge (torch again) and the first child's start made a test verdict right after
@@ -10,6 +11,7 @@ for it: its imports beside the self-test or the probes would disturb their figur
 
 from __future__ import annotations
 
+import atexit
 import logging
 import multiprocessing
 import threading
@@ -18,6 +20,7 @@ from typing import Any
 log = logging.getLogger("kernelrank.runner")
 
 _zygotes: dict[tuple[str, int], Any] = {}
+_spares: dict[str, Any] = {}
 _zygote_lock = threading.Lock()
 #: Set by the worker's main process once its start-up is over (:func:`started`); made before the
 #: pool forks (:func:`prepare`), so its pool processes wait on the same event.
@@ -97,3 +100,29 @@ def warm_zygote(device: str, settings: Any) -> Any:
             log.warning("warm start unavailable (%s): children start cold", type(e).__name__)
             return None
         return zygote
+
+
+def spare(device: str, settings: Any) -> Any:
+    """This process's :class:`~kernelrank.runner.containment.spare.Spare` for ``device`` (made on
+    first use, closed when the process exits), or ``None`` when warm starts are off."""
+    if not settings.runner_warm_start:
+        return None
+    from kernelrank.runner.containment.spare import Spare
+
+    with _zygote_lock:
+        held = _spares.get(device)
+        if held is None:
+            if not _spares:
+                atexit.register(close_spares)
+            held = _spares[device] = Spare()
+        return held
+
+
+def close_spares() -> None:
+    """Close every process started ahead in this process (at its exit: their folders and groups
+    would otherwise wait for the next runner's sweep)."""
+    with _zygote_lock:
+        held = list(_spares.values())
+        _spares.clear()
+    for s in held:
+        s.close()

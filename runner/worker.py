@@ -16,6 +16,7 @@ says; a leaderboard job is ``rejected`` unrun where the network cannot be isolat
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -26,7 +27,6 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from celery import signals
@@ -197,6 +197,7 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
                 raise JobStopped(reason)
             result["hops"] = {**hops, "answered": gate.answered_at, "sent": time.time()}
             report(RECORD_RESULT, [submission_id, kind, result, runner] + ([] if attempt is None else [attempt]))
+            _start_spare(job)  # for the next run, this job's or the next job's
             log.info("job %s: %s run %s: %s", submission_id, kind, result.get("status"),
                      str(result.get("message", ""))[:200])
             results.append(result)
@@ -211,45 +212,24 @@ def _send_control(task: str, args: list[Any]) -> None:
     send(task, args, queue=CONTROL_QUEUE, retry=True, retry_policy=REPORT_RETRY_POLICY)
 
 
-def _sweep(scratch: Any) -> None:
-    """Unmount and remove job folders whose judge process is gone (a judge killed mid-job)."""
-    import tempfile
-
-    from kernelrank.runner.containment import jobdisk
-
-    try:
-        if swept := jobdisk.sweep(Path(scratch) if scratch else Path(tempfile.gettempdir())):
-            log.warning("swept %d job folder(s) left by judges that are gone", swept)
-    except OSError:
-        log.warning("sweeping the scratch folder failed", exc_info=True)
-
-
 def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str, Any]) -> dict[str, Any]:
     """One harness run as a JSON-ready result dict; judge failures become an ``error`` result.
     Stopped (:class:`~kernelrank.runner.goahead.JobStopped`) where ``gate`` says no; ``hops``
     gets the wall-clock times (s) the judging started and ended, and of each phase it announced."""
     try:
         from kernelrank.problems import ProblemSpec
-        from kernelrank.runner.judge.harness import EvalOptions, evaluate
+        from kernelrank.runner.containment import jobdisk
+        from kernelrank.runner.judge.harness import evaluate
 
         settings = get_settings()
         if refusal := containment_refusal(job["mode"], settings.runner_allow_unisolated_network):
             return _error_result(job, refusal, status=Verdict.rejected.value)
-        _sweep(settings.scratch_dir)  # what judges gone before left: mounts, folders
+        jobdisk.sweep_scratch(settings.scratch_dir)  # what judges gone before left: mounts, folders
         spec = ProblemSpec.from_message(job["problem"])
         secret = job.get("secret_seed") if kind == RunKind.secret else None
         if kind == RunKind.secret and secret is None:
             raise ValueError("the secret run needs the job's secret seed")
-        options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
-                              log_limit=settings.log_limit_bytes,
-                              secret=None if secret is None else int(secret), trace_dir=None,
-                              isolation=settings.runner_isolation,
-                              require_network_isolation=(job["mode"] == Mode.leaderboard
-                                                         and not settings.runner_allow_unisolated_network),
-                              require_containment=(job["mode"] == Mode.leaderboard
-                                                   and not settings.runner_allow_unisolated_network),
-                              hidden_paths=(settings.data_dir.resolve(),),
-                              zygote=warm_start.warm_zygote(device_class(job["device"]), settings))
+        options = _eval_options(job, settings, secret)
         samples: list[dict[str, Any]] = []  # each timed case's judged pairs, for the score's bundle
 
         def keep_samples(event: dict[str, Any]) -> None:
@@ -271,6 +251,30 @@ def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str,
         log.exception("job %s: the judge failed on the %s run", job.get("submission_id"), kind)
         return _error_result(job, f"the judge could not evaluate this submission ({kind} run): "
                                   f"{type(e).__name__}: {str(e)[:2000]}")
+
+
+def _eval_options(job: dict[str, Any], settings: Any, secret: Any = None) -> Any:
+    """The harness's options for a run of ``job`` on this runner (``secret``: the secret run's seed)."""
+    from kernelrank.runner.judge.harness import EvalOptions
+
+    leaderboard = job["mode"] == Mode.leaderboard and not settings.runner_allow_unisolated_network
+    device = device_class(job["device"])
+    return EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
+                       log_limit=settings.log_limit_bytes, secret=None if secret is None else int(secret),
+                       trace_dir=None, isolation=settings.runner_isolation, require_network_isolation=leaderboard,
+                       require_containment=leaderboard, hidden_paths=(settings.data_dir.resolve(),),
+                       zygote=warm_start.warm_zygote(device, settings), spare=warm_start.spare(device, settings))
+
+
+def _start_spare(job: dict[str, Any]) -> None:
+    """Start the next evaluation's first process now that a run's result is sent (for a job like
+    this one: :func:`~kernelrank.runner.judge.harness.start_spare`); never raises."""
+    from kernelrank.problems import ProblemSpec
+    from kernelrank.runner.judge.harness import start_spare
+
+    with contextlib.suppress(Exception):  # a malformed job: the next evaluation starts its own
+        start_spare(ProblemSpec.from_message(job["problem"]), job["mode"], device_class(job["device"]),
+                    _eval_options(job, get_settings()))
 
 
 def _error_result(job: dict[str, Any], message: str, status: str = Verdict.error.value) -> dict[str, Any]:
@@ -570,6 +574,22 @@ def _on_pool_process_init(**_: Any) -> None:
 @signals.worker_shutting_down.connect
 def _on_worker_shutting_down(**_: Any) -> None:
     stop_heartbeat(_identity)
+
+
+@signals.worker_process_shutdown.connect
+def _on_pool_process_shutdown(**_: Any) -> None:
+    """A pool process ending: the process it started ahead goes with its folder and groups."""
+    warm_start.close_spares()
+
+
+@signals.worker_shutdown.connect
+def _on_worker_shutdown(**_: Any) -> None:
+    """The main process, its pool processes gone (unwarned on a cold shutdown): what they left (a
+    process started ahead, a job cut short) is swept now, not by the next runner."""
+    from kernelrank.runner.containment import cgroups, jobdisk
+    jobdisk.sweep_scratch(get_settings().scratch_dir)
+    with contextlib.suppress(Exception):  # no cgroups here, or one still busy: the next runner's sweep
+        cgroups.sweep_stale(cgroups.detect())
 
 
 def _is_device_queue(name: str) -> bool:

@@ -206,14 +206,20 @@ def test_sweeper_requeues_a_job_that_outlived_its_time_limit_on_a_live_runner(db
     assert (status, starts) == ("error", 2) and "outlived its time limit 2 times" in message
 
 
-def test_the_advisory_scan_is_made_when_the_job_starts_while_the_runner_judges(db: None) -> None:
-    """kernelguard's scan (tens of ms) is stored by the go-ahead, so the verdict's record need not make it."""
+def test_the_advisory_scan_is_made_when_a_timed_job_starts_and_after_a_test_verdict(db: None) -> None:
+    """kernelguard's scan (tens of ms) is stored by the go-ahead of a timed job (beside the judging's
+    untimed start), and for a test job only once its verdict is committed: neither verdict waits."""
+    from kernelrank.control import record_result
     from kernelrank.db.models import Submission
     from kernelrank.db.session import session_scope
 
-    sid = _submission()
+    timed, test = _submission(mode="leaderboard"), _submission("v")
+    assert _start(timed, "h:1:cpu") == (True, "") and _start(test, "h:1:cpu") == (True, "")
     with session_scope() as s:
-        assert s.get(Submission, sid).guard is None
-    assert _start(sid, "h:1:cpu") == (True, "")
+        assert s.get(Submission, timed).guard["tool"] == "kernelguard"
+        assert s.get(Submission, test).guard is None
+    result = {"status": "passed", "mode": "test", "message": "ok", "cases": [], "logs": {"stdout": "", "stderr": ""}}
+    assert record_result(test, "public", result, "h:1:cpu") is True
     with session_scope() as s:
-        assert s.get(Submission, sid).guard["tool"] == "kernelguard"
+        sub = s.get(Submission, test)
+        assert sub.status == "passed" and sub.guard["tool"] == "kernelguard"

@@ -1,7 +1,8 @@
 """The static hack detector ``kernelguard`` (PyPI; GPU MODE runs it before queueing) as an
 advisory signal: each submission's code is scanned once, when its job starts (in the go-ahead,
-while the runner judges: off the verdict's path) or else when its verdict is recorded, and the
-result is stored with it (``Submission.guard``) for admins, shown beside the speedup review mark.
+beside the untimed start of a timed mode's judging) or else once its verdict is committed
+(:func:`store`: a test job's, whose verdict would otherwise wait for it), and the result is stored
+with it (``Submission.guard``) for admins, shown beside the speedup review mark.
 It never rejects, ranks or un-ranks anything: a rule-based scan flags some honest kernels (it
 marks one correct GEMM of the bundled examples as ``low_confidence``) and misses most attacks
 that the harness catches at run time.
@@ -51,3 +52,16 @@ def summary(signal: dict[str, Any] | None) -> str:
         return f"error: {signal['error']}"
     names = sorted({p.get("pattern", "?") for p in signal.get("patterns") or []})
     return str(signal.get("classification") or "?") + (f": {', '.join(names)}" if names else "")
+
+
+def store(session: Any, submission_id: int) -> bool:
+    """Scan a finished submission's code and store the result, where no scan is stored yet
+    (called after its verdict's commit: the verdict never waits for the scan); whether it did."""
+    from kernelrank.db.models import Submission
+    from kernelrank.vocab import FINAL_STATUSES
+
+    sub = session.get(Submission, submission_id)
+    if sub is None or sub.guard is not None or sub.status not in FINAL_STATUSES:
+        return False
+    sub.guard = scan(sub.code)
+    return True

@@ -330,11 +330,7 @@ def _finish_if_complete(session: Session, sub: Submission, new_run: bool = True,
         remeasure.tell_admins(sub, judged.message)
     elif not judged.gave_up:
         sub.too_noisy_at = None
-    sub.finished_at = utcnow()
-    if sub.guard is None:  # advisory only: stored for admins, never changes the verdict above
-        from kernelrank.services import guard
-
-        sub.guard = guard.scan(sub.code)
+    sub.finished_at = utcnow()  # the advisory scan, if not made yet, follows the commit (guard.store)
 
 
 def _noisy_above(sub: Submission) -> float:

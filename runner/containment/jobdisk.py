@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 from pathlib import Path
 
 from kernelrank.runner.containment import isolation, isolation_check
@@ -94,6 +95,16 @@ def sweep(scratch: Path) -> int:
         except OSError:
             log.warning("sweep: could not remove %s", path, exc_info=True)
     return removed
+
+
+def sweep_scratch(scratch: Path | None) -> None:
+    """:func:`sweep` the scratch folder (``None``: the system's temporary folder), as a runner does
+    before each run (a judge killed mid-job leaves its folders); never raises, logs what it did."""
+    try:
+        if swept := sweep(Path(scratch) if scratch else Path(tempfile.gettempdir())):
+            log.warning("swept %d job folder(s) left by judges that are gone", swept)
+    except OSError:
+        log.warning("sweeping the scratch folder failed", exc_info=True)
 
 
 def remove_tree(path: Path) -> None:

@@ -23,12 +23,12 @@ import socket
 import stat
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
-from typing import IO, Any, Callable
+from typing import Any, Callable
 
 from kernelrank.runner.containment import cgroups, isolation, isolation_check, jobdisk, rlimits
+from kernelrank.runner.containment.childlogs import BoundedLog, fatal_report
 from kernelrank.runner.containment.procfs import (ProcessWatch, host_huge_pages, host_memory_bound, kill_group,
                                                   only_cpu, priority, stat_fields)
 from kernelrank.runner.judge import slots
@@ -74,65 +74,6 @@ class ChildUnfrozen(ProtocolViolation):
 
 class SandboxError(RuntimeError):
     """The child could not isolate itself as planned: a problem of the host, not of the submission."""
-
-
-class BoundedLog:
-    """Drains a pipe in a thread, keeping the first and last ``limit // 2`` bytes.
-
-    A flood is cut, not buffered whole: memory stays at ``limit`` bytes whatever is written.
-    """
-
-    def __init__(self, pipe: IO[bytes], limit: int):
-        self.half = max(limit // 2, 1)
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-        self._thread = threading.Thread(target=self._drain, args=(pipe,), daemon=True)
-        self._thread.start()
-
-    def _drain(self, pipe: IO[bytes]) -> None:
-        try:
-            while chunk := pipe.read1(65536):  # type: ignore[attr-defined]
-                self.total += len(chunk)
-                room = self.half - len(self.head)
-                if room > 0:
-                    self.head += chunk[:room]
-                    chunk = chunk[room:]
-                if chunk:
-                    self.tail += chunk
-                    if len(self.tail) > self.half:
-                        del self.tail[: len(self.tail) - self.half]
-        except (OSError, ValueError):
-            pass
-        finally:
-            pipe.close()
-
-    def text(self, timeout: float = 2.0) -> str:
-        """The kept bytes as text, with a marker where bytes were cut."""
-        self._thread.join(timeout)
-        cut = self.total - len(self.head) - len(self.tail)
-        middle = f"\n[... {cut} bytes cut ...]\n" if cut > 0 else ""
-        return (bytes(self.head) + middle.encode() + bytes(self.tail)).decode("utf-8", "replace")
-
-
-#: What Python's ``faulthandler`` writes first when a process crashes (the child enables it:
-#: ``child.serve``), and how much of the rest of that line a verdict quotes.
-FATAL_PREFIX, FATAL_QUOTE = "Fatal Python error: ", 80
-
-
-def fatal_report(stderr: str) -> str | None:
-    """The first ``Fatal Python error: ...`` line of a dead child's ``stderr`` (``faulthandler``'s:
-    ``Aborted``, ``Segmentation fault``, ``Floating-point exception``...), printable characters
-    only and at most :data:`FATAL_QUOTE` of them after the prefix; ``None`` without one. These are
-    the child's own words (the child could write anything there), quoted as such in its verdict,
-    which is an error either way: the child is PID 1 of its namespace, so ``abort()`` ends in a
-    SIGSEGV and only this line says it was an abort."""
-    start = stderr.find(FATAL_PREFIX)
-    if start < 0:
-        return None
-    line = stderr[start + len(FATAL_PREFIX):].split("\n", 1)[0]
-    text = "".join(ch for ch in line if ch.isprintable() and ch != '"').strip()[:FATAL_QUOTE]
-    return FATAL_PREFIX + text if text else None
 
 
 def child_environment(workdir: Path, device: str, threads: int, source_env: dict[str, str] | None = None) -> dict[str, str]:
@@ -195,7 +136,9 @@ class SubmissionProcess:
     """One child running one submission for one evaluation.
 
     Args:
-        source: the submission's Python source (written to ``submission.py`` in the folder).
+        source: the submission's Python source (written to ``submission.py`` in the folder), or
+            ``None`` for a child started ahead of its evaluation (:mod:`~kernelrank.runner.containment.spare`),
+            whose source :meth:`assign` writes before :meth:`start`.
         device: ``"cpu"`` or ``"cuda"``.
         threads: intra-op threads for the child (CPU device).
         scratch_dir: where the private folder is made (default: the system's temp folder).
@@ -214,7 +157,7 @@ class SubmissionProcess:
     for the answer, and freezes it again; ``span_ns`` is that whole window on the judge's clock.
     """
 
-    def __init__(self, source: str, device: str, threads: int, scratch_dir: Path | None = None,
+    def __init__(self, source: str | None, device: str, threads: int, scratch_dir: Path | None = None,
                  log_limit: int = 64 * 1024, max_message_bytes: int = 1 << 32, method: str = "none",
                  limits: dict[str, int | None] | None = None, hidden: tuple[Path, ...] = (),
                  zygote: Any = None, contain: bool = True, runs: str = "submission"):
@@ -231,7 +174,10 @@ class SubmissionProcess:
         self._dir_fd = os.open(self.workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         self.device = device
         (self.workdir / "tmp").mkdir()
-        (self.workdir / "submission.py").write_text(source, encoding="utf-8")
+        #: whether the process was started before its evaluation took it (:meth:`assign`)
+        self.ahead = source is None
+        if source is not None:
+            self.assign(source)
         self.group: cgroups.JobGroup | None = None
         if contain:
             global _group_seq
@@ -301,6 +247,19 @@ class SubmissionProcess:
         #: (a :class:`~kernelrank.runner.judge.devmem.DeviceMemoryWatch`, set before :meth:`start`), or ``None``
         self.device_memory: Any = None
 
+    def assign(self, source: str) -> None:
+        """Write the submission's source as ``submission.py`` in the folder, once, before :meth:`start`
+        (the child reads it when asked to ``load``), through the folder's descriptor, never
+        following or replacing what is there.
+
+        Raises:
+            FileExistsError: the folder has a ``submission.py`` already.
+        """
+        fd = os.open("submission.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                     dir_fd=self._dir_fd)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(source)
+
     def start(self, deadline: float) -> dict[str, Any]:
         """Wait until the child has isolated itself, then measure the isolation in force.
 
@@ -327,6 +286,8 @@ class SubmissionProcess:
         self.isolation["containment"] = self.containment
         # which path started the child: forked from the runner's zygote, or a new interpreter
         self.isolation["start"] = "warm" if self.warm else "cold"
+        # started before its evaluation, while the runner was idle (runner/containment/spare.py)
+        self.isolation["started_ahead"] = self.ahead
         # how the judge reads outputs where the child left them (slots.ChildMemory), or "slots"
         self.isolation["output_reads"] = self.memory.method if self.memory is not None else "slots"
         # whether the child's large blocks may be huge pages (child_environment: THP_MEM_ALLOC_ENABLE)

@@ -101,6 +101,9 @@ class EvalOptions:
         device_memory: how the judge reads the device's memory to hold each child to the
             problem's ``device_memory_mib`` (a :class:`~kernelrank.runner.judge.devmem.DeviceMemoryMeter`);
             ``None``: NVML on ``cuda``, nothing on the CPU (which has no device memory).
+        spare: where the evaluation's first process may have been started ahead
+            (:class:`~kernelrank.runner.containment.spare.Spare`, :func:`start_spare`); ``None``:
+            every process starts when the evaluation needs it.
     """
 
     threads: int = 0
@@ -117,6 +120,7 @@ class EvalOptions:
     calibration_ns: tuple[float, ...] | None = None
     processes: int | None = None
     device_memory: Any = None
+    spare: Any = None
 
 
 def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
@@ -151,6 +155,49 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
     # the judge computes references and expected outputs, sometimes from several of its threads
     resolve_vector_math()
     return _Evaluation(spec, source, mode, device, options or EvalOptions(), on_event).run()
+
+
+def start_spare(spec: ProblemSpec, mode: Mode, device: str, options: EvalOptions) -> None:
+    """Start, in a thread, the process the next evaluation of ``spec`` in ``mode`` on ``device``
+    with ``options`` takes as its first (``options.spare``; nothing without one, nor on a
+    device or a problem :func:`evaluate` refuses before starting a process). The runner calls it
+    once a run's result is sent: the start then costs no verdict its time
+    (:mod:`~kernelrank.runner.containment.spare`)."""
+    if options.spare is None or device not in DEVICE_CLASSES or (spec.definition.cuda_only and device == DeviceClass.cpu):
+        return
+    settings = _ChildSettings.of(spec, mode, device, options)
+    options.spare.prepare(settings.key(), lambda: settings.new(None))
+
+
+@dataclass(frozen=True)
+class _ChildSettings:
+    """How an evaluation's processes start: what :class:`SubmissionProcess` is given besides the
+    source (one place for the evaluation and for a process started ahead, :func:`start_spare`)."""
+
+    device: str
+    threads: int
+    method: str
+    limits: dict[str, int | None]
+    options: EvalOptions
+
+    @classmethod
+    def of(cls, spec: ProblemSpec, mode: Mode, device: str, options: EvalOptions) -> "_ChildSettings":
+        budgets = spec.definition.budgets
+        return cls(device, cpu_threads(options.threads) if device == DeviceClass.cpu else 0,
+                   isolation_check.choose(options.isolation)[0],
+                   options.limits.resolved(device, budgets.compile + budgets.for_mode(mode)), options)
+
+    def key(self) -> tuple[Any, ...]:
+        """What a process started ahead must have been started with to serve (its zygote alive)."""
+        o, zygote = self.options, self.options.zygote
+        return (self.device, self.threads, self.method, tuple(sorted(self.limits.items())), o.scratch_dir,
+                o.log_limit, o.hidden_paths, id(zygote), zygote is not None and zygote.matches(self.device, self.threads))
+
+    def new(self, source: str | None, runs: str = "submission") -> SubmissionProcess:
+        o = self.options
+        return SubmissionProcess(source, self.device, self.threads, scratch_dir=o.scratch_dir, log_limit=o.log_limit,
+                                 method=self.method, limits=self.limits, hidden=o.hidden_paths, zygote=o.zygote,
+                                 runs=runs)
 
 
 class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
@@ -244,12 +291,21 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         self.emit({"event": "phase", "phase": phase})
 
     def _start(self, source: str, runs: str = "submission") -> SubmissionProcess:
+        settings = _ChildSettings(self.device, self.threads, self.method, self.limits, self.options)
+        child = None
         if self.method != "none" and "use_pch" in source:
             # site-packages is read-only for the child: it can only use a header built beforehand
             pch.prepare_precompiled_header()
-        child = SubmissionProcess(source, self.device, self.threads, scratch_dir=self.options.scratch_dir,
-                                  log_limit=self.options.log_limit, method=self.method, limits=self.limits,
-                                  hidden=self.options.hidden_paths, zygote=self.options.zygote, runs=runs)
+        elif runs == "submission" and self.options.spare is not None:
+            child = self.options.spare.take(settings.key())  # started ahead, no source in it yet
+        if child is not None:
+            try:
+                child.assign(source)
+            except BaseException:
+                child.close(graceful=False)
+                raise
+        else:
+            child = settings.new(source, runs)
         if self._meter is not None:  # every child, the reference's too, under the problem's budget
             child.device_memory = devmem.DeviceMemoryWatch(self._meter, self.definition.device_memory_mib * devmem.MIB,
                                                            child)

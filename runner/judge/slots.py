@@ -29,13 +29,13 @@ import errno
 import fcntl
 import mmap
 import os
-import re
 import select
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from kernelrank.runner.judge import procmaps
 from kernelrank.runner.slotformat import ALIGN, SlotError, aligned
 from kernelrank.runner.wire import DTYPES, dtype_name
 
@@ -295,34 +295,6 @@ def _address(desc: dict[str, Any], memory: ChildMemory | None, size: int = 0) ->
     return addr
 
 
-def _file_spans(pid: int, inode: int) -> list[tuple[int, int]]:
-    """Address ranges of ``pid``'s mappings of the file with inode ``inode`` (``/proc/<pid>/maps``:
-    start-end, perms, offset, device, inode, path); every mapping when the table is unreadable
-    (nothing in the child's memory is trusted then).
-
-    A memory file's device reads ``00:01`` in the table whatever ``fstat`` says, so the inode
-    alone names it (inodes of other files that collide with it only make reads refused)."""
-    try:
-        with open(f"/proc/{pid}/maps", "rb") as f:
-            table = f.read()
-    except OSError:
-        return [(0, 1 << 64)]
-    name = str(inode).encode()
-    pattern = re.compile(rb"([0-9a-f]+)-([0-9a-f]+) \S+ \S+ \S+ " + name + rb"(?: |$)")
-    spans = []
-    # only the lines holding the number are matched: a torch process has ~2,000 mappings, and the
-    # pattern tried at every line start took 0.5 ms of each output read
-    at = table.find(b" " + name)
-    while at >= 0:
-        start, end = table.rfind(b"\n", 0, at) + 1, table.find(b"\n", at)
-        end = len(table) if end < 0 else end
-        m = pattern.match(table, start, end)
-        if m is not None:
-            spans.append((int(m.group(1), 16), int(m.group(2), 16)))
-        at = table.find(b" " + name, end)
-    return spans
-
-
 class _Iovec(ctypes.Structure):
     _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
 
@@ -384,15 +356,20 @@ class ChildMemory:
 
     def in_slots(self, addr: int, size: int) -> bool:
         """Whether ``[addr, addr + size)`` touches a mapping of the slots' memory file in the
-        child, by its ``/proc/<pid>/maps`` (the kernel's, which the child cannot forge; read once
-        per stretch the child was frozen: 0.2-1 ms for a torch process)."""
+        child, by its ``/proc/<pid>/maps`` (the kernel's, which the child cannot forge): asked
+        for that range (:func:`~kernelrank.runner.judge.procmaps.maps_file`), or, on kernels
+        without the query, the table read once per stretch the child was frozen (0.5-1 ms for a
+        torch process)."""
         if self._slots is None:
             return False
+        end = addr + max(1, size)
+        answer = procmaps.maps_file(self.pid, self._slots[1], addr, end)
+        if answer is not None:
+            return answer
         with self._spans_lock:
             if self._slot_spans is None:
-                self._slot_spans = _file_spans(self.pid, self._slots[1])
+                self._slot_spans = procmaps.file_spans(self.pid, self._slots[1])
             spans = self._slot_spans
-        end = addr + max(1, size)
         return any(lo < end and addr < hi for lo, hi in spans)
 
     @property

@@ -156,7 +156,10 @@ def passed_result(score_ns: float, speedup: float = 1.5, **extra: Any) -> dict[s
 def record(submission_id: int, kind: str, result: dict[str, Any]) -> None:
     """Record one run of a submission as the control worker would."""
     from kernelrank.db.session import session_scope
+    from kernelrank.services import guard
     from kernelrank.services.submissions import record_run
 
     with session_scope() as s:
         assert record_run(s, submission_id, kind, dict(result), "runner-cpu-1")
+    with session_scope() as s:
+        guard.store(s, submission_id)

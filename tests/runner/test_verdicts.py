@@ -80,7 +80,7 @@ def test_crash_keeps_its_logs(double, options) -> None:
 
 
 def test_the_childs_fatal_report_is_quoted_as_its_own_words() -> None:
-    from kernelrank.runner.containment.sandbox import FATAL_QUOTE, fatal_report
+    from kernelrank.runner.containment.childlogs import FATAL_QUOTE, fatal_report
 
     assert fatal_report("stderr line\nFatal Python error: Aborted\n\nCurrent thread ...") == "Fatal Python error: Aborted"
     assert fatal_report("nothing fatal here") is None and fatal_report("Fatal Python error: \n") is None

@@ -4,6 +4,7 @@ that every job ends in recorded results, whatever the harness does."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,9 +18,10 @@ worker: Any = None
 
 
 @pytest.fixture(autouse=True)
-def _worker_module(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _worker_module(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Import the runner's module (it builds the Celery app, which makes the filesystem broker's
-    folders) with the data folder in a temporary folder, not in the working directory."""
+    folders) with the data folder in a temporary folder, not in the working directory; afterwards
+    close the process the jobs left started ahead (runner/containment/spare.py)."""
     global worker
     if worker is None:
         from kernelrank.queue import get_celery
@@ -32,6 +34,10 @@ def _worker_module(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
             from kernelrank.runner import worker as module
         get_settings.cache_clear()
         worker = module
+    yield
+    from kernelrank.runner import warm_start
+
+    warm_start.close_spares()
 
 
 class Reports(list):

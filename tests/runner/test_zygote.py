@@ -4,9 +4,7 @@ verdicts as cold children, isolated the same way, and the zygote holds no secret
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -15,32 +13,12 @@ from kernelrank.runner.judge.harness import EvalOptions, evaluate
 from kernelrank.runner.submission.zygote import Zygote
 from kernelrank.vocab import Verdict
 from tests.conftest import submission
-
-
-@pytest.fixture(scope="module")
-def zygote() -> Iterator[Zygote]:
-    z = Zygote.start("cpu", cpu_threads(0))
-    yield z
-    z.close()
+from tests.runner.conftest import zygote_children
 
 
 @pytest.fixture
 def warm(options: EvalOptions, zygote: Zygote) -> EvalOptions:
     return dataclasses.replace(options, zygote=zygote)
-
-
-def _processes_of_zygote(zygote: Zygote) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            if ppid == zygote.proc.pid:
-                found.append(int(entry))
-    return found
 
 
 def test_warm_children_pass_and_are_isolated_like_cold_ones(double, options, warm) -> None:
@@ -85,9 +63,9 @@ def test_crash_hang_and_exit_are_verdicts_and_the_zygote_keeps_serving(double, w
     hung = evaluate(double.spec(), submission("hang.py"), "test", "cpu", warm)
     assert hung.status is Verdict.timeout, hung.message
     deadline = time.monotonic() + 10
-    while _processes_of_zygote(zygote) and time.monotonic() < deadline:
+    while zygote_children(zygote) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert _processes_of_zygote(zygote) == []  # every child ended and was reaped
+    assert zygote_children(zygote) == []  # every child ended and was reaped
     assert evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", warm).status is Verdict.passed
 
 
