@@ -267,14 +267,14 @@ def _eval_options(job: dict[str, Any], settings: Any, secret: Any = None) -> Any
 
 
 def _start_spare(job: dict[str, Any]) -> None:
-    """Start the next evaluation's first process now that a run's result is sent (for a job like
-    this one: :func:`~kernelrank.runner.judge.harness.start_spare`); never raises."""
+    """Start the next evaluation's first process, a run's result sent (:func:`harness.start_spare`); never raises."""
     from kernelrank.problems import ProblemSpec
     from kernelrank.runner.judge.harness import start_spare
-
-    with contextlib.suppress(Exception):  # a malformed job: the next evaluation starts its own
+    try:
         start_spare(ProblemSpec.from_message(job["problem"]), job["mode"], device_class(job["device"]),
                     _eval_options(job, get_settings()))
+    except Exception:  # noqa: BLE001 - a malformed job: the next evaluation starts its own process
+        log.warning("job %s: no process started ahead", job.get("submission_id"), exc_info=True)
 
 
 def _error_result(job: dict[str, Any], message: str, status: str = Verdict.error.value) -> dict[str, Any]:

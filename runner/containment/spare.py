@@ -1,11 +1,9 @@
 """A child started ahead of its evaluation: the runner starts the next evaluation's first process
 while it is idle, so that a verdict does not wait for it.
 
-A contained child takes ~45 ms to start before its submission can load (2-vCPU VM, 2026-12-03):
-the judge's part, ~10 ms (the job's disk, cgroups and memory file, the fork from the zygote), and
-the child's, ~30 ms (joining five cgroup v1 hierarchies 1.5-10 ms, the namespaces and the fork into
-PID 1 ~8 ms, the read-only view 2.5 ms, its request loop 6.5 ms), a quarter of a test verdict's
-time (bench/README.md, *The service*). A :class:`Spare` holds one such child, started with no
+A contained child's start (job disk, cgroups, namespaces, the fork into PID 1, the read-only view)
+was a quarter of a test verdict's time (figures: bench/README.md, *The service*). A
+:class:`Spare` holds one such child, started with no
 submission in it: its folder has no ``submission.py`` until an evaluation takes it
 (:meth:`~kernelrank.runner.containment.sandbox.SubmissionProcess.assign`), and it runs nothing but
 the judge's own code until that evaluation's ``hello`` and ``load``, as a child started then would.

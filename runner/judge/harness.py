@@ -159,11 +159,10 @@ def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
 
 def start_spare(spec: ProblemSpec, mode: Mode, device: str, options: EvalOptions) -> None:
     """Start, in a thread, the process the next evaluation of ``spec`` in ``mode`` on ``device``
-    with ``options`` takes as its first (``options.spare``; nothing without one, nor on a
-    device or a problem :func:`evaluate` refuses before starting a process). The runner calls it
+    with ``options`` takes as its first (``options.spare``; nothing without one). The runner calls it
     once a run's result is sent: the start then costs no verdict its time
     (:mod:`~kernelrank.runner.containment.spare`)."""
-    if options.spare is None or device not in DEVICE_CLASSES or (spec.definition.cuda_only and device == DeviceClass.cpu):
+    if options.spare is None:
         return
     settings = _ChildSettings.of(spec, mode, device, options)
     options.spare.prepare(settings.key(), lambda: settings.new(None))
@@ -182,10 +181,19 @@ class _ChildSettings:
 
     @classmethod
     def of(cls, spec: ProblemSpec, mode: Mode, device: str, options: EvalOptions) -> "_ChildSettings":
+        return cls(device, cls.threads_for(device, options), isolation_check.choose(options.isolation)[0],
+                   cls.limits_for(spec, mode, device, options), options)
+
+    @staticmethod
+    def threads_for(device: str, options: EvalOptions) -> int:
+        """The child's intra-op threads: ``options.threads`` resolved on the CPU, 0 elsewhere."""
+        return cpu_threads(options.threads) if device == DeviceClass.cpu else 0
+
+    @staticmethod
+    def limits_for(spec: ProblemSpec, mode: Mode, device: str, options: EvalOptions) -> dict[str, int | None]:
+        """The child's resource limits for a life of the compile budget and the mode's."""
         budgets = spec.definition.budgets
-        return cls(device, cpu_threads(options.threads) if device == DeviceClass.cpu else 0,
-                   isolation_check.choose(options.isolation)[0],
-                   options.limits.resolved(device, budgets.compile + budgets.for_mode(mode)), options)
+        return options.limits.resolved(device, budgets.compile + budgets.for_mode(mode))
 
     def key(self) -> tuple[Any, ...]:
         """What a process started ahead must have been started with to serve (its zygote alive)."""
@@ -206,13 +214,12 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         self.spec, self.source, self.mode, self.device, self.options = spec, source, mode, device, options
         self.definition = spec.definition
         self.reference = spec.reference_module()
-        self.threads = cpu_threads(options.threads) if device == DeviceClass.cpu else 0
+        self.threads = _ChildSettings.threads_for(device, options)
         self.cpus = cpu_threads(0)  # every CPU this process may use
         self.info: DeviceInfo = device_info(device, self.threads)
         self.secret = options.secret if options.secret is not None else secrets.randbits(63)
         self.emit = on_event or (lambda _e: None)
-        budgets = self.definition.budgets
-        self.limits = options.limits.resolved(device, budgets.compile + budgets.for_mode(mode))
+        self.limits = _ChildSettings.limits_for(spec, mode, device, options)
         self.method = "none"
         self._called: set[int] = set()  # children that made their first call
         # CUDA-graph timing where the problem allows it (timing.cuda.cuda_graph)
