@@ -141,13 +141,18 @@ def main() -> None:
     ap.add_argument("--slices", type=int, default=None,
                     help="slices per pair of processes within a case's budget (timed.SLICES_PER_PROCESS; 1: as before "
                          "2026-12-02, every case ran its whole budget)")
+    ap.add_argument("--slice-pairs", type=int, default=None,
+                    help="counted pairs at which a CPU slice ends (timed.SLICE_PAIRS; 0: at its time only, as before "
+                         "2026-12-03's fourth session)")
     ap.add_argument("--service", action="store_true", help="also POST it to a real kernelrank serve")
     args = ap.parse_args()
     file = args.file or (IDENTICAL if args.problem == "softmax"
                          else ROOT / "reference_kernels" / args.problem / "examples" / "correct_pytorch.py")
     if args.slices is not None:
         timed.SLICES_PER_PROCESS = args.slices
-    print(f"{machine()}; slices per process {timed.SLICES_PER_PROCESS}")
+    if args.slice_pairs is not None:
+        timed.SLICE_PAIRS["cpu"] = args.slice_pairs or None
+    print(f"{machine()}; slice pairs {timed.SLICE_PAIRS['cpu']}; slices per process {timed.SLICES_PER_PROCESS}")
     source = file.read_text()
     runs(args.problem, source, args.repeats, args.budget, args.processes)
     if args.service:

@@ -59,7 +59,9 @@ def stop_rule(interval: Interval | None, spent_s: float, budget_s: float, noisy_
             problem's ``CaseTiming.target``); ``None`` or above ``noisy_above``: ``noisy_above``.
         settled_s: seconds after which a case within ``target`` may stop (``None``: the budget;
             the timed phase passes the time by which each of its processes has timed the case
-            once, :data:`~kernelrank.runner.judge.timed.SLICES_PER_PROCESS`).
+            once, :data:`~kernelrank.runner.judge.timed.SLICES_PER_PROCESS`, or 0 where a slice
+            ends at its counted pairs, :data:`~kernelrank.runner.judge.timed.SLICE_PAIRS`: it
+            asks only once every pair of processes had its slice).
 
     Stops at ``max_pairs``; early, after ``min_pairs``, once the half width is under
     ``precision``; once ``settled_s`` (at most the budget) is spent, when the half width is at

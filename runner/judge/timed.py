@@ -55,6 +55,13 @@ REQUEST_SECONDS = 0.02
 SLICES_PER_PROCESS = 2
 
 
+#: Per device, counted pairs at which a case's slice ends before its time; a case may then stop
+#: once every pair of processes had its slice and the interval is within target (``None``: a slice
+#: runs its time; a case stops no sooner than ``budget / SLICES_PER_PROCESS``). Figures:
+#: bench/README.md, ``bench/ranked.py --slice-pairs``. CUDA keeps its time until measured on a GPU.
+SLICE_PAIRS: dict[str, int | None] = {"cpu": 3, "cuda": None}
+
+
 #: Most input sets (calls) per timed request.
 MAX_SETS_PER_REQUEST = 16
 
@@ -349,8 +356,8 @@ class TimedPhase:
     def _time_slice(self, paired: PairedCase, case: Case, deadline: float) -> None:
         """One slice of a case's timing (:meth:`_rounds`): batches of pairs on pair of processes
         ``s % K`` for its slice ``s`` (every case takes part in every round from the first, so
-        ``s`` is the round) for ``budget / (K x SLICES_PER_PROCESS)`` seconds (at least one batch), or until the stop rule
-        ends the case (``paired.done``).
+        ``s`` is the round) for ``budget / (K x SLICES_PER_PROCESS)`` seconds (at least one batch) or its
+        :data:`SLICE_PAIRS` counted pairs, or until the stop rule ends the case (``paired.done``).
 
         Per batch: the input sets and their expected outputs are prepared, then for each set the
         submission and the reference are called once, alternately first
@@ -358,18 +365,19 @@ class TimedPhase:
         sides' outputs of that pair are read where the children left them and the submission's
         checked (:meth:`_check_request`). The stop rule looks at the speedup's interval before
         each batch, once the case was timed on every pair of processes (from its ``K``-th slice
-        on, and in it once that pair has a counted pair); ``timing.<device>.target``,
+        on, and in it once that pair has a counted pair; with :data:`SLICE_PAIRS`, from the
+        ``K+1``-th); ``timing.<device>.target``,
         ``noisy_above`` and ``cap`` of the problem say how long a case may be timed and when it
         is too noisy."""
-        started = time.monotonic()
+        started, timed_pairs = time.monotonic(), False
         try:
-            self._slice(paired, case, deadline, started)
+            timed_pairs = self._slice(paired, case, deadline, started)
         finally:
-            paired.slices += 1
+            paired.slices += timed_pairs  # a slice stopped before its first batch is none
             paired.spent_s += time.monotonic() - started
             paired.wall_s += time.monotonic() - started
 
-    def _slice(self, paired: PairedCase, case: Case, deadline: float, started: float) -> None:
+    def _slice(self, paired: PairedCase, case: Case, deadline: float, started: float) -> bool:
         timing = self.timing
         budget_s = getattr(timing, self.mode)
         r = paired.result
@@ -378,28 +386,34 @@ class TimedPhase:
         k_processes = len(paired.sub.children)
         process = paired.slices % k_processes
         slice_s = budget_s / (k_processes * SLICES_PER_PROCESS)
+        slice_pairs = SLICE_PAIRS.get(self.device)
         interval = paired.interval()
-        batches = 0  # in this slice
+        batches = in_slice = 0  # batches and counted pairs in this slice
         while True:
             now = time.monotonic()
             spent = paired.spent_s + now - started
-            seen_all = paired.slices >= k_processes or (paired.slices == k_processes - 1 and process in paired.sub.procs)
+            if slice_pairs:  # judged between slices, each pair of processes' slice whole
+                seen_all = paired.slices >= k_processes
+            else:
+                seen_all = paired.slices >= k_processes or (paired.slices == k_processes - 1 and process in paired.sub.procs)
             if seen_all:
                 stop, noisy = judging.stop_rule(interval, spent, budget_s, timing.noisy_above, timing.cap,
                                               judging.PRECISION[self.device], target=timing.target,
-                                              settled_s=budget_s / SLICES_PER_PROCESS)
+                                              settled_s=0.0 if slice_pairs else budget_s / SLICES_PER_PROCESS)
                 if interval is None and spent >= timing.cap * budget_s and paired.disturbed_pairs()["share"] > 0:
                     stop = noisy = True  # every pair disturbed through the case's extra time (a slow kernel
                     # whose processes are still warming up goes on: the mode's budget bounds it)
                 if stop:
                     r.noisy = noisy
                     paired.done = True
-                    return
-            if batches and now - started >= slice_s:
-                return
+                    return batches > 0
+            if batches and (now - started >= slice_s or (slice_pairs and in_slice >= slice_pairs)):
+                return True
             t0 = time.monotonic()
             left_s = min(slice_s - (now - started), (budget_s if spent < budget_s else budget_s * timing.cap) - spent)
             k = self._batch_size(paired, first, left_s, per_request)
+            if slice_pairs:  # no more sets than the slice's pairs still to come
+                k = min(k, max(1, slice_pairs - in_slice) * per_request)
             sets = self._prepare_batch(case, [self._seed(case, paired.number + 1 + j) for j in range(k)], paired)
             t1 = time.monotonic()
             paired.inputs_s += sum(s.inputs_s for s in sets)
@@ -420,11 +434,12 @@ class TimedPhase:
                         r.passed, r.message = False, ("its Triton kernels ran under the interpreter on some calls "
                                                       "and natively on others: not timed")
                         paired.done = True
-                        return
+                        return True
                 paired.number += len(chunk)
                 # a disturbed request (disturbed.py) leaves its pair out, as a cold process does
                 counted = counted and not (calls["submission"].disturbed or calls["reference"].disturbed)
                 paired.raw.append((calls["submission"], calls["reference"], first_side, process, counted))
+                in_slice += counted
                 for side in (paired.sub, paired.ref):
                     call = calls[side.name]
                     side.settle(call)
@@ -449,7 +464,7 @@ class TimedPhase:
             paired.check_s += check_s
             if not r.passed:
                 paired.done = True
-                return
+                return True
             interval = paired.interval()
 
     def _reserve(self, side: Side, child: SubmissionProcess, first: InputSet, per_request: int, deadline: float) -> None:

@@ -485,6 +485,50 @@ def test_the_cases_are_timed_in_rounds_each_on_a_pair_of_processes(double, optio
 
 
 @pytest.mark.slow
+def test_a_slice_ends_at_its_counted_pairs_and_a_case_once_every_pair_of_processes_had_one(
+        double, options, monkeypatch) -> None:
+    """On the CPU a case's slice ends once it holds ``timed.SLICE_PAIRS`` counted pairs (before its
+    time: ``double``'s pairs take a few ms, its slices here 250 ms), and a case within its target stops as
+    soon as each pair of processes had its slice with ``MIN_PAIRS`` counted over them, not at half
+    its budget. Without the rule a slice runs its time: more pairs than it needs."""
+    from kernelrank.runner.judge import timed
+
+    k = judging.PROCESSES["cpu"]
+    limit = timed.SLICE_PAIRS["cpu"]
+    assert limit and limit * k >= judging.MIN_PAIRS  # four slices of it can settle a case
+
+    timing = {d: t.model_copy(update={"leaderboard": 2.0}) for d, t in double.definition.timing.items()}
+    spec = double.spec().__class__(double.definition.model_copy(update={"timing": timing}),
+                                   double.spec().reference_source, double.revision)
+
+    def slices_of(rule: int | None) -> tuple[dict[int, list[int]], list]:
+        monkeypatch.setitem(timed.SLICE_PAIRS, "cpu", rule)
+        events: list[dict] = []
+        r = evaluate(spec, submission("double_ok.py"), "leaderboard", "cpu", replace(options, processes=None),
+                     events.append)
+        assert r.status is Verdict.passed, r.message
+        counted: dict[int, list[int]] = {}  # per case, counted pairs per slice (a run of one pair of processes)
+        for e in (e for e in events if e["event"] == "pairs"):
+            blocks: list[int] = []
+            for i, p in enumerate(e["pairs"]):
+                if i == 0 or p[8] != e["pairs"][i - 1][8]:
+                    blocks.append(0)
+                blocks[-1] += p[9]
+            counted[e["case"]] = blocks
+        return counted, _bench(r)
+
+    counted, cases = slices_of(limit)
+    for c in cases:
+        blocks = counted[c.index]
+        assert max(blocks) <= limit, blocks
+        assert len(blocks) == c.pairing["slices"] or blocks[-1] == 0, (blocks, c.pairing)
+        if sum(blocks[:k]) >= judging.MIN_PAIRS:  # within double's target from the start: done there
+            assert c.pairing["slices"] == k, (blocks, c.pairing)
+    counted, _cases = slices_of(None)
+    assert max(max(blocks) for blocks in counted.values()) > limit, counted
+
+
+@pytest.mark.slow
 def test_a_pair_counts_once_both_of_its_processes_are_warm(double, options, monkeypatch) -> None:
     """A process is warm from its first request after one that page-faulted at most
     ``WARM_FAULTS_PER_CALL`` times per call (the kernel's count, read by the judge), or after
