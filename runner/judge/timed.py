@@ -33,7 +33,6 @@ from kernelrank.vocab import DeviceClass, Mode
 #: against 1.010; evidence: docs/research/bench-history.md).
 BATCH_BYTES = 256 * 1024 * 1024
 
-
 #: Most input sets per batch (a batch is also cut to what the case's remaining budget holds).
 MAX_BATCH = 16
 
@@ -520,7 +519,7 @@ class TimedPhase:
         :data:`~kernelrank.runner.timing.WARMUP_SECONDS` and the minimum calls ask, and while the
         last one page-faulted beyond :data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`, up
         to :data:`~kernelrank.runner.timing.WARMUP_MAX_REQUESTS` more), its first output
-        checked; the claims of the calls after the first that did not fault go to ``warm`` (the
+        checked (:meth:`_first_check`); the claims of the calls after the first that did not fault go to ``warm`` (the
         request shape is sized on them; without such calls, those after the first, or the
         first's when it is the only one); ``False`` when the submission failed (the case's
         result says why).
@@ -540,7 +539,7 @@ class TimedPhase:
                     break
                 extra += 1
             before = side.child.faults()
-            reply, out = self._side_go(side, layout, deadline, s.ref_s, read=calls == 0)
+            reply, _ = self._side_go(side, layout, deadline, s.ref_s, read=False)
             after = side.child.faults()
             claims.extend(ns_list(reply.get("times_ns"), 1))
             faulted = before is not None and after is not None and after - before > WARM_FAULTS_PER_CALL
@@ -548,7 +547,8 @@ class TimedPhase:
                 steady.append(claims[-1])
             calls += 1
             if calls == 1:
-                ok, message, figures = self._check(reply, out, s.expected, s.data)
+                with self._reference_failures(side, deadline):
+                    ok, message, figures = self._first_check(side.child, reply, s)
                 if not is_sub:
                     if not ok:
                         raise ReferenceFailed(f"the reference fails its own check on {r.label}: {message}")

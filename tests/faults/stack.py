@@ -127,8 +127,18 @@ class Stack:
             self.kill(role, signal.SIGKILL)
 
     def close(self) -> None:
+        """Kill every process of the stack, then unmount and remove the job folders a runner killed
+        outright (SIGKILL: nothing of it could) left in its scratch folder."""
+        from kernelrank.runner.containment.jobdisk import sweep_scratch
+
+        pids = [pid for proc in self.procs.values() for pid in (proc.pid, *_descendants(proc.pid))]
         for role in list(self.procs):
             self.kill(role)
+        # a judge's folder is swept once its process is gone: kill waits for the role's own process only
+        gone_by = time.monotonic() + 10.0
+        while any(os.path.exists(f"/proc/{pid}") for pid in pids) and time.monotonic() < gone_by:
+            time.sleep(0.05)
+        sweep_scratch(self.root / "scratch")
 
     def client(self, token: str | None = None) -> httpx.Client:
         token = self.token if token is None else token

@@ -121,7 +121,9 @@ def test_both_sides_are_timed_in_one_run_on_the_same_fresh_inputs(double, option
     assert len(requests) == 2 * total
     timed_calls = sum(p[7] for c in _bench(r) for p in pairs[c.index])
     per_side = collections.Counter(what for what, _ in checks)
-    assert per_side == {"checked": timed_calls, "read": timed_calls}, per_side  # both sides, every call
+    # both sides, every call; and each process's first output (its warm-up's), both sides: quick rule too
+    warm_ups = sum(2 * c.pairing["processes"] for c in _bench(r))
+    assert per_side == {"checked": timed_calls + warm_ups, "read": timed_calls}, per_side
     assert all(made % 2 == 0 for _, made in checks)  # each pair's outputs checked after both its requests
     for (a, sets_a, _a), (b, sets_b, _b) in zip(requests[::2], requests[1::2]):
         assert {a, b} == {"submission", "reference"} and sets_a == sets_b  # a pair: the same sets, both sides
@@ -324,6 +326,21 @@ def test_a_burner_gains_nothing_while_the_reference_is_timed(double, options) ->
     # and it gained nothing: its speedup over the reference (the same computation) is not above 1
     # beyond the measurement's own uncertainty
     assert r.speedup_ci[0] <= 1.0, (r.speedup, r.speedup_ci)
+
+
+def test_a_wrong_first_output_is_judged_by_the_full_rule(double, options) -> None:
+    """A process's first output on a benchmark case (its warm-up's) is passed by the quick rule
+    only when right (``_first_check``): a wrong one fails with the full rule's message and figures,
+    and a reference process wrong on its first call is the judge's error."""
+    source = ("def custom_kernel(data):\n    out = data[0] + data[0]\n"
+              "    if data[0].numel() >= 100000:\n        out[3] += 1.0\n    return out\n")
+    r = evaluate(double.spec(), source, "benchmark", "cpu", options)
+    assert r.status is Verdict.failed and "output of the first call is wrong" in r.message, r.message
+    failed = next(c for c in _bench(r) if not c.passed)
+    assert failed.mismatches == 1 and failed.max_abs_error == pytest.approx(1.0, abs=1e-3)
+    spec = _reference_process_that(double.spec(), "out[0] += 1.0", 0, "wrong-first-reference")
+    with pytest.raises(RuntimeError, match="fails its own check"):
+        evaluate(spec, submission("double_ok.py"), "benchmark", "cpu", options)
 
 
 def test_a_failing_reference_is_the_judges_error(double, options) -> None:
