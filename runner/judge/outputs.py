@@ -41,31 +41,23 @@ class OutputChecks:
             self._check_derived(paired, sets, replies, number, order)
             return
         r = paired.result
-        items = [(side, j, reply, s) for side in order for j, (reply, s) in enumerate(zip(replies[side.name], sets))]
-
-        def quick(item: tuple[Side, int, dict[str, Any], InputSet]) -> bool:
-            side, j, reply, s = item
-            if side is paired.ref:
-                return self._read_through(side.child, reply, j)
-            return self._quick_check(side.child, reply, j, s.expected)
-
         # in this thread: in the judge's two threads a 16 MiB output's compare took 13 ms instead
         # of 4.3 and its read 4.1 ms instead of 2.2 (many short torch calls and reads, each taking
         # and giving back the GIL), and a softmax set's checking 13.1 ms instead of 10.5
-        for (side, j, reply, s), passed in zip(items, map(quick, items)):
-            if side is paired.sub:
+        for side in order:
+            for j, (reply, s) in enumerate(zip(replies[side.name], sets)):
+                if side is paired.ref:
+                    if not self._read_through(side.child, reply, j):
+                        raise ReferenceFailed(f"the reference's output of timed call {number + j + 1} could not "
+                                               f"be read in {self._where}")
+                    continue
                 r.checked += 1
-            if passed:
-                continue
-            if side is paired.ref:
-                raise ReferenceFailed(f"the reference's output of timed call {number + j + 1} could not be read "
-                                       f"in {self._where}")
-            ok, message, figures = self._check(reply, read_output(side.child, reply, j), s.expected, s.data)
-            if ok:
-                continue
-            r.passed, r.message = False, f"output of timed call {number + j + 1} is wrong: {message}"
-            set_figures(r, figures)
-            return
+                ok, message, figures = self._output_check(side.child, reply, j, s)
+                if ok:
+                    continue
+                r.passed, r.message = False, f"output of timed call {number + j + 1} is wrong: {message}"
+                set_figures(r, figures)
+                return
 
     def _check_derived(self, paired: PairedCase, sets: list[InputSet], replies: dict[str, list[dict[str, Any]]],
                        number: int, order: tuple[Side, Side]) -> None:
@@ -139,21 +131,23 @@ class OutputChecks:
                 raise ReferenceFailed(f"the reference's process gave a wrong output on timed call {call} in "
                                        f"{self._where}, where the submission's was right: {message}")
 
-    def _first_check(self, child: SubmissionProcess, reply: dict[str, Any], s: InputSet) -> tuple[bool, str, dict[str, Any]]:
-        """A process's first output on a case (its warm-up's), as ``(passed, message, error figures)``:
-        passed by the quick rule, as the timed outputs are (:meth:`_quick_check`, read piece by
-        piece, never whole), else read whole and judged by the problem's full rule
-        (:meth:`_check`), which gives the verdict, message and figures. Same verdicts as the full
-        rule alone: the quick rule passes only what it would (a 16 MiB softmax output's full
-        check took ~50 ms of a warm-up's 100-200 ms, 32 warm-ups a run: bench/README.md).
+    def _output_check(self, child: SubmissionProcess, reply: dict[str, Any], index: int,
+                      s: InputSet) -> tuple[bool, str, dict[str, Any]]:
+        """The output of call ``index`` of a request on set ``s`` (a timed one, or a warm-up's
+        first), as ``(passed, message, error figures)``: passed by the quick rule
+        (:meth:`_quick_check`, read piece by piece, never whole), else read whole and judged by
+        the problem's full rule (:meth:`_check`), which gives the verdict, message and figures.
+        Same verdicts as the full rule alone: the quick rule passes only what it would (for a
+        warm-up, the full check of a 16 MiB softmax output took ~50 ms of its 100-200 ms, 32
+        warm-ups a run: bench/README.md).
 
         Raises:
             RunEnded: ``failed``, an output in a mapping of the input slots (:func:`read_output`).
             ProtocolViolation: an output description that does not fit its slot.
         """
-        if s.expected is not None and self._quick_check(child, reply, 0, s.expected):
+        if s.expected is not None and self._quick_check(child, reply, index, s.expected):
             return True, "ok", {}
-        return self._check(reply, read_output(child, reply, 0), s.expected, s.data)
+        return self._check(reply, read_output(child, reply, index), s.expected, s.data)
 
     @staticmethod
     def _read_through(child: SubmissionProcess, reply: dict[str, Any], index: int) -> bool:

@@ -519,7 +519,7 @@ class TimedPhase:
         :data:`~kernelrank.runner.timing.WARMUP_SECONDS` and the minimum calls ask, and while the
         last one page-faulted beyond :data:`~kernelrank.runner.timing.WARM_FAULTS_PER_CALL`, up
         to :data:`~kernelrank.runner.timing.WARMUP_MAX_REQUESTS` more), its first output
-        checked (:meth:`_first_check`); the claims of the calls after the first that did not fault go to ``warm`` (the
+        checked (:meth:`_output_check`); the claims of the calls after the first that did not fault go to ``warm`` (the
         request shape is sized on them; without such calls, those after the first, or the
         first's when it is the only one); ``False`` when the submission failed (the case's
         result says why).
@@ -548,7 +548,7 @@ class TimedPhase:
             calls += 1
             if calls == 1:
                 with self._reference_failures(side, deadline):
-                    ok, message, figures = self._first_check(side.child, reply, s)
+                    ok, message, figures = self._output_check(side.child, reply, 0, s)
                 if not is_sub:
                     if not ok:
                         raise ReferenceFailed(f"the reference fails its own check on {r.label}: {message}")

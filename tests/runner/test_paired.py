@@ -330,7 +330,7 @@ def test_a_burner_gains_nothing_while_the_reference_is_timed(double, options) ->
 
 def test_a_wrong_first_output_is_judged_by_the_full_rule(double, options) -> None:
     """A process's first output on a benchmark case (its warm-up's) is passed by the quick rule
-    only when right (``_first_check``): a wrong one fails with the full rule's message and figures,
+    only when right (``_output_check``): a wrong one fails with the full rule's message and figures,
     and a reference process wrong on its first call is the judge's error."""
     source = ("def custom_kernel(data):\n    out = data[0] + data[0]\n"
               "    if data[0].numel() >= 100000:\n        out[3] += 1.0\n    return out\n")
