@@ -488,6 +488,14 @@ class SubmissionProcess:
     def kill(self) -> None:
         """SIGKILL every process of the job's cgroup (when contained), the child's process group,
         then every other process of its sandbox."""
+        if self.proc.poll() is None:
+            # the child itself first: one still starting (not yet in its groups nor its own process
+            # group) forks only after joining them, so nothing it starts can escape the group's kill
+            # below; missed, it lived on and close waited 10 s for it (a runner closing its spare)
+            try:
+                os.kill(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         if self.group is not None:
             self.group.kill()
             self._frozen = False

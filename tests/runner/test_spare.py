@@ -90,6 +90,28 @@ def test_closing_the_spare_ends_its_child_and_removes_its_folder(double, ahead, 
     assert _folders(ahead) == []
 
 
+def test_a_child_closed_while_it_starts_is_dead_when_its_kill_returns(double, ahead, monkeypatch) -> None:
+    """Closed right after its fork (not yet in its groups nor its own process group), a child is
+    killed by its pid: the kill's wait for it does not run out (it ran its whole 10 s, and a
+    runner closing its spare waited that long)."""
+    from kernelrank.runner.containment import sandbox
+
+    alive_after: list[bool] = []
+    real = sandbox.kill_group
+
+    def kill_group(proc) -> None:
+        real(proc)
+        alive_after.append(proc.poll() is None)
+
+    monkeypatch.setattr(sandbox, "kill_group", kill_group)
+    for _ in range(3):
+        fresh = Spare()
+        start_spare(double.spec(), "test", "cpu", dataclasses.replace(ahead, spare=fresh))
+        fresh.close()  # at once, once started: the child is still isolating itself
+    assert alive_after == [False, False, False]
+    assert _folders(ahead) == []
+
+
 def test_a_leaderboard_run_of_the_runner_takes_the_child_its_public_run_left(double, monkeypatch, tmp_path) -> None:
     """The runner (run_job) starts a child ahead once each run's result is sent: a leaderboard
     job's secret run takes the one its public run left, and the next job the one after that."""
