@@ -28,7 +28,8 @@ API = "/api/v1"
 
 
 def machine() -> str:
-    """CPU model, cores, memory, load average and Python: the line recorded with each figure."""
+    """CPU model, cores, memory, load average, the host's huge page settings and Python: the line
+    recorded with each figure."""
     model = "unknown CPU"
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -40,7 +41,11 @@ def machine() -> str:
         kb = int(Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1])
         mem = f", {kb / 2**20:.0f} GiB"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return f"{model}, {os.cpu_count()} cores{mem}, load average {load}, Python {platform.python_version()}"
+    from kernelrank.runner.containment.procfs import host_huge_pages
+
+    # the huge page settings move readying by seconds a run (bench/README.md)
+    pages = f"THP {host_huge_pages()}, shmem {host_huge_pages('shmem_enabled')}"
+    return f"{model}, {os.cpu_count()} cores{mem}, load average {load}, {pages}, Python {platform.python_version()}"
 
 
 def percentiles(samples_s: list[float], points: tuple[float, ...] = (50, 95, 99)) -> dict[float, float]:

@@ -20,12 +20,14 @@ from typing import Any
 _VIRTIO_BALLOON, _BALLOON_F_REPORTING = 5, 5
 
 
-def host_huge_pages() -> str:
-    """The host's transparent huge page setting (``/sys/kernel/mm/transparent_hugepage/enabled``:
-    ``always``, ``madvise`` or ``never``), or ``"unknown"`` where it cannot be read (no THP in
-    the kernel, another OS)."""
+def host_huge_pages(setting: str = "enabled") -> str:
+    """The host's transparent huge page setting ``/sys/kernel/mm/transparent_hugepage/<setting>``:
+    ``enabled`` for private memory (``always``, ``madvise`` or ``never``), ``shmem_enabled`` for
+    shared memory such as the slots' memory file (``always``, ``within_size``, ``advise``,
+    ``never``, ``deny``, ``force``); ``"unknown"`` where it cannot be read (no THP in the kernel,
+    another OS)."""
     try:
-        text = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text(encoding="ascii")
+        text = Path("/sys/kernel/mm/transparent_hugepage", setting).read_text(encoding="ascii")
     except (OSError, UnicodeDecodeError):
         return "unknown"
     start, end = text.find("["), text.find("]")

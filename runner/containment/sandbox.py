@@ -292,6 +292,8 @@ class SubmissionProcess:
         self.isolation["output_reads"] = self.memory.method if self.memory is not None else "slots"
         # whether the child's large blocks may be huge pages (child_environment: THP_MEM_ALLOC_ENABLE)
         self.isolation["huge_pages"] = host_huge_pages()
+        # whether the slots' memory file may be huge pages (slotformat.advise_huge)
+        self.isolation["shared_huge_pages"] = host_huge_pages("shmem_enabled")
         # the child's nice values, as isolation.raise_priority left them
         self.isolation["priority"] = priority(self.pid)
         if self.group is not None:

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from kernelrank.runner.judge import procmaps
-from kernelrank.runner.slotformat import ALIGN, SlotError, aligned
+from kernelrank.runner.slotformat import ALIGN, SlotError, advise_huge, aligned
 from kernelrank.runner.wire import DTYPES, dtype_name
 
 if TYPE_CHECKING:
@@ -95,6 +95,7 @@ class Arena:
         if self._map is not None:
             self._map.close()
         self._map = mmap.mmap(self.fd, new)
+        advise_huge(self._map)
         self.size = new
 
     def grow(self, nbytes: int) -> int:

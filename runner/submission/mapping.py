@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from kernelrank.runner.slotformat import ALIGN, MADV_POPULATE_WRITE, SlotError, aligned, output_leaves
+from kernelrank.runner.slotformat import ALIGN, MADV_POPULATE_WRITE, SlotError, advise_huge, aligned, output_leaves
 from kernelrank.runner.wire import DTYPES, Fd, dtype_name
 from kernelrank.vocab import DeviceClass
 
@@ -57,6 +57,7 @@ class Mapping:
             # here: a kernel's first touches of its slots fault, in requests the judge does not
             # count (pairs.Side.settle), unless the judge prepared them (prepare)
             self._map = mmap.mmap(self.fd, size, flags=mmap.MAP_SHARED)
+            advise_huge(self._map)
             self.size = size
 
     def build(self, layout: dict[str, Any], device: str = DeviceClass.cpu) -> Any:

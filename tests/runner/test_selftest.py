@@ -308,6 +308,7 @@ def test_the_output_reads_row_says_how_the_judge_reads_the_childs_outputs(tmp_pa
     from kernelrank.runner.containment.procfs import host_huge_pages
 
     assert measured["huge_pages"] == host_huge_pages()
+    assert measured["shared_huge_pages"] == host_huge_pages("shmem_enabled")
     # the probe's child runs at the raised priority where the judge may raise it (CAP_SYS_NICE)
     assert measured["priority"]["nice"] == (isolation.CHILD_NICE if isolation.may_raise_priority() else 0)
     assert selftest_rows.priority_check(measured["priority"]).got.startswith("nice ")
