@@ -21,6 +21,7 @@ from pathlib import Path
 
 import httpx
 
+from kernelrank.runner.containment.procfs import host_huge_pages
 from kernelrank.vocab import CPU_QUEUE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,8 +42,6 @@ def machine() -> str:
         kb = int(Path("/proc/meminfo").read_text().split("\n", 1)[0].split()[1])
         mem = f", {kb / 2**20:.0f} GiB"
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    from kernelrank.runner.containment.procfs import host_huge_pages
-
     # the huge page settings move readying by seconds a run (bench/README.md)
     pages = f"THP {host_huge_pages()}, shmem {host_huge_pages('shmem_enabled')}"
     return f"{model}, {os.cpu_count()} cores{mem}, load average {load}, {pages}, Python {platform.python_version()}"
