@@ -59,6 +59,10 @@ def percentiles(samples_s: list[float], points: tuple[float, ...] = (50, 95, 99)
     return out
 
 
+#: How long a long poll of :func:`follow` may wait on the server, in s.
+LONG_POLL_S = 30.0
+
+
 def follow(client: httpx.Client, sid: int, timeout_s: float = 300.0, poll_s: float = 0.0) -> dict:
     """Submission ``sid`` as first read with a final status and its ``finished_at`` (``{}`` when
     none came within ``timeout_s``), followed as the CLI follows it: each read after the first
@@ -70,8 +74,11 @@ def follow(client: httpx.Client, sid: int, timeout_s: float = 300.0, poll_s: flo
     etag, sub = None, {}
     while time.monotonic() < deadline:
         long_poll = etag is not None and poll_s == 0
+        read_s = client.timeout.read
+        if long_poll and read_s is not None:  # the server holds a long poll up to its wait: allow for it
+            read_s += LONG_POLL_S
         r = client.get(f"{API}/submissions/{sid}", headers={"If-None-Match": etag} if long_poll else {},
-                       params={"wait": 30} if long_poll else {})
+                       params={"wait": LONG_POLL_S} if long_poll else {}, timeout=read_s)
         if r.status_code != 304:
             sub, etag = r.json(), r.headers.get("ETag")
         if sub.get("status") in FINAL_STATUSES and sub.get("finished_at") is not None:

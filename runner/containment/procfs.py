@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import stat
 import subprocess
 import time
 from pathlib import Path

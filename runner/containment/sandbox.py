@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 import os
+import select
 import signal
 import socket
 import stat
@@ -246,6 +247,16 @@ class SubmissionProcess:
         #: the child's device memory as the judge measures it around each window, and its budget
         #: (a :class:`~kernelrank.runner.judge.devmem.DeviceMemoryWatch`, set before :meth:`start`), or ``None``
         self.device_memory: Any = None
+
+    def gone(self) -> bool:
+        """Whether the child has ended, its exit reported or not: before it is asked anything it
+        sends nothing, so a socket that reads (end of file) or hung up means its process is gone."""
+        if self.proc.poll() is not None:
+            return True
+        events = select.POLLIN | select.POLLHUP | select.POLLERR | select.POLLRDHUP
+        waiter = select.poll()
+        waiter.register(self.channel.sock, events)
+        return bool(waiter.poll(0))
 
     def assign(self, source: str) -> None:
         """Write the submission's source as ``submission.py`` in the folder, once, before :meth:`start`

@@ -46,7 +46,7 @@ class Spare:
             child, held, self._child, self._key = self._child, self._key, None, None
         if child is None:
             return None
-        if held != key or child.proc.poll() is not None:
+        if held != key or child.gone():  # its exit may not be reported yet: the socket says
             # closed beside the evaluation's start (a kill's teardown: ~15 ms, long before any timed call)
             self._thread = threading.Thread(target=child.close, kwargs={"graceful": False},
                                             name="kernelrank-spare-close", daemon=True)

@@ -79,6 +79,21 @@ def test_a_dead_child_is_not_used(double, ahead, spare, zygote) -> None:
     assert result.status is Verdict.passed and result.isolation["started_ahead"] is False
 
 
+def test_a_child_dead_before_the_zygote_reports_its_exit_is_not_used(double, ahead, spare, zygote) -> None:
+    # the exit report crosses the zygote's socket after the process is gone: an evaluation taking
+    # the child in between saw a live one and failed with error (seen once in CI)
+    start_spare(double.spec(), "test", "cpu", ahead)
+    _ready(spare)
+    (pid,) = zygote_children(zygote, live=True)
+    spare._child.proc.poll = lambda: None  # the report not arrived yet
+    os.kill(pid, signal.SIGKILL)
+    end = time.monotonic() + 10
+    while zygote_children(zygote, live=True) and time.monotonic() < end:
+        time.sleep(0.01)
+    result = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", ahead)
+    assert result.status is Verdict.passed and result.isolation["started_ahead"] is False, result.message
+
+
 def test_closing_the_spare_ends_its_child_and_removes_its_folder(double, ahead, spare, zygote) -> None:
     start_spare(double.spec(), "test", "cpu", ahead)
     _ready(spare)
