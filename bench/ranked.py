@@ -126,8 +126,12 @@ def service(problem: str, source: str, repeats: int) -> None:
             # long-polls: a client polling every 0.1 s cost the API ~10% of a core, into the timed calls
             sub = follow(client, sid, timeout_s=1800.0)
             status = sub.get("status", "none in 30 min")
+            # each run's own wall time, so that a slow verdict shows where it waited (a run measured again)
+            runs = ", ".join(f"{r['kind']} {r['result'].get('duration_s', 0.0):.1f} s" for r in sub.get("runs", [])
+                             if isinstance(r.get("result"), dict))
             print(f"POST to verdict: {time.monotonic() - t0:.1f} s  {status} ranked={sub.get('ranked')} "
-                  f"score {sub.get('score_ns')} ({sub.get('message', '')[:80]})")
+                  f"score {sub.get('score_ns')} measurements {sub.get('measurements')} (runs: {runs}) "
+                  f"({sub.get('message', '')[:80]})")
 
 
 def main() -> None:
