@@ -249,8 +249,9 @@ class SubmissionProcess:
         self.device_memory: Any = None
 
     def gone(self) -> bool:
-        """Whether the child has ended, its exit reported or not: before it is asked anything it
-        sends nothing, so a socket that reads (end of file) or hung up means its process is gone."""
+        """Whether a child not yet asked anything (one started ahead) has ended, its exit reported
+        or not: until its first request it sends nothing, so a socket that reads (end of file) or
+        hung up means its process is gone. Not for a child with an answer unread."""
         if self.proc.poll() is not None:
             return True
         events = select.POLLIN | select.POLLHUP | select.POLLERR | select.POLLRDHUP
