@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import os
-import select
 import signal
 import socket
 import stat
@@ -252,12 +251,7 @@ class SubmissionProcess:
         """Whether a child not yet asked anything (one started ahead) has ended, its exit reported
         or not: until its first request it sends nothing, so a socket that reads (end of file) or
         hung up means its process is gone. Not for a child with an answer unread."""
-        if self.proc.poll() is not None:
-            return True
-        events = select.POLLIN | select.POLLHUP | select.POLLERR | select.POLLRDHUP
-        waiter = select.poll()
-        waiter.register(self.channel.sock, events)
-        return bool(waiter.poll(0))
+        return self.proc.poll() is not None or self.channel.readable(time.monotonic())
 
     def assign(self, source: str) -> None:
         """Write the submission's source as ``submission.py`` in the folder, once, before :meth:`start`
