@@ -10,5 +10,14 @@ if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L 2>/dev/null | grep -q '
   echo "gpu-check: no GPU to check here (nvidia-smi finds none); nothing was run"
   exit 3
 fi
-[ -x .venv/bin/python ] || bash scripts/bootstrap.sh test
-exec .venv/bin/python -m kernelrank.runner.host.gpucheck "$@"
+# The Python to check with: ./.venv; else a python3 that already has KernelRank and a CUDA torch (a
+# GPU image without network, the checkout installed with `pip install --no-deps -e .`); else bootstrap.
+if [ -x .venv/bin/python ]; then
+  py=.venv/bin/python
+elif python3 -c 'import kernelrank.runner.host.gpucheck, torch; assert torch.version.cuda' 2>/dev/null; then
+  py=python3
+else
+  bash scripts/bootstrap.sh test
+  py=.venv/bin/python
+fi
+exec "$py" -m kernelrank.runner.host.gpucheck "$@"

@@ -21,8 +21,9 @@ runs the real set-up in a throw-away process and checks it from inside):
     No namespaces: only the private working folder, the clean environment and the limits.
 
 The read-only view: the whole mount tree is made read-only (``mount_setattr(2)``, Linux 5.12+),
-except the working folder (bound onto itself) and private, size-limited ``tmpfs`` on ``/tmp``,
-``/var/tmp`` and ``/dev/shm``. The host's service folders (:data:`COVERED`: ``/run``, ``/var/lib``,
+except the working folder (bound onto itself), private, size-limited ``tmpfs`` on ``/tmp``,
+``/var/tmp`` and ``/dev/shm``, and the child's own ``/proc`` (its system-wide knobs,
+:data:`PROC_READ_ONLY`, read-only). The host's service folders (:data:`COVERED`: ``/run``, ``/var/lib``,
 ``/srv``, ``/home``, ..., where Unix sockets of host services live, and ``/sys/fs/cgroup``, where
 other jobs' groups are), the judge's home folder, the folder holding the job folders, any
 path the caller names and (``setuid``) any folder the sandbox user may not enter are covered by an
@@ -81,6 +82,12 @@ COVERED = ("/run", "/var/run", "/var/lib", "/var/spool", "/var/mail", "/var/log"
            "/media", "/sys/fs/cgroup")
 
 METHODS = ("setuid", "userns", "none")
+
+#: The child's own ``/proc`` (of its PID namespace) stays writable: CUDA's initialisation names
+#: its threads through ``/proc/self/task/<tid>/comm`` and fails with error 304
+#: (``cudaErrorOperatingSystem``) where it cannot (seen on an H200, docs/gpu-checks/). The
+#: system-wide knobs under it are bound read-only, as container runtimes do.
+PROC_READ_ONLY = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/fs")
 
 
 @dataclass(frozen=True)
@@ -225,8 +232,12 @@ def _build_view(plan: Plan) -> None:
         if os.path.exists(path):
             mount("/dev/null", path, None, MS_BIND)
     _set_mount_attr("/", set_=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, recursive=True)
-    for path in (*private, plan.workdir):
+    for path in (*private, plan.workdir, "/proc"):
         _set_mount_attr(path, clear=MOUNT_ATTR_RDONLY)
+    for path in PROC_READ_ONLY:  # the rest of /proc stays as writable as its permissions say
+        if os.path.exists(path):
+            mount(path, path, None, MS_BIND)
+            _set_mount_attr(path, set_=MOUNT_ATTR_RDONLY)
 
 
 def _listable(path: str) -> bool:

@@ -1,14 +1,15 @@
 """The GPU check: one command that tells a holder of a GPU whether KernelRank judges right on it
 (``scripts/gpu-check.sh``, ``kernelrank gpu-check``).
 
-Steps (:data:`STEPS`), each a subprocess with a time limit, all within :data:`BUDGET_S` (8 minutes
+Steps (:func:`plan`), each a subprocess with a time limit, all within :data:`BUDGET_S` (8 minutes
 on an H100/H200):
 
 1. **facts**: the GPU's name, driver, clocks, compute and persistence mode, MIG, ECC and retired
    pages, other compute processes (NVML, :mod:`~kernelrank.runner.host.gpuinfo`);
 2. **slots**: the ``cuda``-marked tests of the data slots, including a child in its own
    namespaces opening the judge's slot buffer;
-3. **cuda tests**: the rest of the ``cuda``-marked tests (timer, tripwire, NVML, self-test);
+3. **cuda tests**: the rest of the ``cuda``-marked tests (timer, tripwire, NVML) but the
+   self-test's own, which is step 4;
 4. **self-test**: the runner's quick self-test on ``cuda`` (its rows);
 5. **gemm, mla_decode**: the reference submitted as the kernel, in leaderboard mode: it must pass
    and read 1.00× within its interval.
@@ -39,8 +40,11 @@ NO_GPU_EXIT = 3
 SLOT_TESTS = "slot or ipc or vmm"
 #: Problems whose identical-kernel leaderboard run the check makes (the field's heavy two).
 PAIR_PROBLEMS = ("gemm", "mla_decode")
-#: Lines of a step's output kept in the report.
-TAIL_LINES = 30
+#: Lines of a step's output kept in the report (pytest's short summary names each failure).
+TAIL_LINES = 60
+#: Seconds a step past its limit has to end after its interrupt (its judges close their children
+#: and free the GPU) before its whole process group is killed.
+INTERRUPT_GRACE_S = 15
 
 
 @dataclass
@@ -142,35 +146,59 @@ def plan(root: Path, workdir: Path) -> list[Step]:
     from kernelrank.runner.judge.answers import reference_submission
 
     py = sys.executable
-    pytest = [py, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "-o", "addopts=", str(root / "tests")]
+    pytest = [py, "-m", "pytest", "-m", "cuda", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "--tb=short", "-rfE",
+              str(root / "tests")]
     steps = [
-        Step("slots", pytest + ["-k", SLOT_TESTS], 90, pytest_judge),
-        Step("cuda tests", pytest + ["-k", f"not ({SLOT_TESTS})"], 150, pytest_judge),
+        Step("slots", pytest + ["-k", SLOT_TESTS], 60, pytest_judge),
+        # the self-test's own test is the next step (over 2 minutes on a fresh machine: not twice)
+        Step("cuda tests", pytest + ["-k", f"not ({SLOT_TESTS}) and not self_test_on_cuda"], 90, pytest_judge),
+        # a fresh machine's first C++ build (the precompiled header) takes about a minute of it
         Step("self-test", [py, "-m", "kernelrank.runner.host.selftest", "--device", "cuda", "--scope", "quick",
-                           "--json"], 120, selftest_judge),
+                           "--json"], 230, selftest_judge),
     ]
     for name in PAIR_PROBLEMS:
         kernel = workdir / f"{name}_identical.py"
         kernel.write_text(reference_submission(load_problem(name).spec()), encoding="utf-8")
         steps.append(Step(name, [py, "-m", "kernelrank.cli.main", "eval", name, str(kernel), "--mode",
-                                 "leaderboard", "--device", "cuda", "--json"], 55, pair_judge))
+                                 "leaderboard", "--device", "cuda", "--json"], 45, pair_judge))
     return steps
 
 
 def run_step(step: Step, budget_left: float) -> StepResult:
-    """Run ``step`` within ``min(step.timeout_s, budget_left)`` seconds; a timeout is a failure."""
+    """Run ``step`` within ``min(step.timeout_s, budget_left)`` seconds; a timeout is a failure.
+
+    The step runs in a process group of its own. Past its limit the group gets ``SIGINT`` (as
+    Ctrl-C: pytest's fixtures and the judges close their children), then ``SIGKILL`` after
+    :data:`INTERRUPT_GRACE_S`: a step cut off must not leave processes holding the GPU, which the
+    next step's health rows would count as other compute processes (seen on an H200)."""
+    import signal
+
     limit = max(1.0, min(step.timeout_s, budget_left))
     started = time.monotonic()
+    proc = subprocess.Popen(step.argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
-        out = subprocess.run(step.argv, capture_output=True, text=True, timeout=limit)
-        output, rc = out.stdout + out.stderr, out.returncode
-    except subprocess.TimeoutExpired as e:
-        text = (e.stdout or b"") + (e.stderr or b"")
-        output = text.decode(errors="replace") if isinstance(text, bytes) else text
+        output, _ = proc.communicate(timeout=limit)
+        rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        _signal_group(proc.pid, signal.SIGINT)
+        try:
+            output, _ = proc.communicate(timeout=INTERRUPT_GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc.pid, signal.SIGKILL)
+            output, _ = proc.communicate()
+        _signal_group(proc.pid, signal.SIGKILL)  # what the interrupt left behind in the group
         return StepResult(step.name, False, f"timed out after {limit:.0f} s", time.monotonic() - started,
-                          _tail(output))
+                          _tail(output or ""))
     ok, summary, data = step.judge(rc, output)
     return StepResult(step.name, ok, summary, time.monotonic() - started, _tail(output), data)
+
+
+def _signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group has ended
 
 
 def _tail(output: str) -> str:
@@ -253,6 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             r = run_step(step, left) if left > 1 else StepResult(step.name, False, "not run: budget spent", 0.0)
             results.append(r)
             print(f"gpu-check: {'ok  ' if r.ok else 'FAIL'} {r.name}: {r.summary} [{r.seconds:.0f} s]", flush=True)
+            # written after each step: a check cut off (a lease ending) still leaves its report so far
+            out.write_text(report_markdown(results, started_at, time.monotonic() - started), encoding="utf-8")
     out.write_text(report_markdown(results, started_at, time.monotonic() - started), encoding="utf-8")
     print(f"gpu-check: report in {out}", flush=True)
     return 0 if all(r.ok for r in results) else 1

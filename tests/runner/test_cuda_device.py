@@ -130,8 +130,11 @@ def test_a_child_in_its_own_namespaces_maps_the_slot_from_its_descriptor() -> No
     from kernelrank.runner.wire import Link
 
     unshare = shutil.which("unshare")
-    namespaced = unshare is not None and not subprocess.run([unshare, "-Urp", "--fork", "true"]).returncode
-    prefix = [unshare, "-Urp", "--fork"] if namespaced else []
+    # a /proc of its own, as the sandbox mounts: CUDA names its threads through /proc/self/task/<tid>/comm,
+    # and the host's /proc lacks the namespace's tids (this test's child died on an H200 without it)
+    command = [unshare, "-Urp", "--fork", "--mount-proc"] if unshare else []
+    namespaced = bool(command) and not subprocess.run([*command, "true"]).returncode
+    prefix = command if namespaced else []
     arena = Arena(ipc=CudaVmm())
     secret = torch.full((1 << 20,), 42, dtype=torch.int8, device="cuda")  # the judge's own: never mapped by the child
     a = torch.full((3000,), 7, dtype=torch.int8, device="cuda")

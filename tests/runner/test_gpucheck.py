@@ -39,6 +39,34 @@ def test_a_step_past_its_limit_fails_with_its_output_kept() -> None:
     assert r.seconds < 10
 
 
+def test_a_step_past_its_limit_is_interrupted_first_and_leaves_no_process(tmp_path: Path) -> None:
+    """Cut off, a step gets Ctrl-C's signal (its clean-up runs: judges close their children), then
+    its whole process group is killed: a grandchild holding on (a GPU, on a real machine) is gone."""
+    cleaned, grandchild = tmp_path / "cleaned", tmp_path / "grandchild.pid"
+    script = (f"import subprocess, time\n"
+              f"p = subprocess.Popen(['sleep', '300'])\n"
+              f"open({str(grandchild)!r}, 'w').write(str(p.pid))\n"
+              f"print('started', flush=True)\n"
+              f"try:\n    time.sleep(300)\n"
+              f"finally:\n    open({str(cleaned)!r}, 'w').write('ok')\n")
+    step = gpucheck.Step("holds on", [sys.executable, "-c", script], 30, gpucheck.pytest_judge)
+    r = gpucheck.run_step(step, budget_left=3)
+    assert not r.ok and r.summary == "timed out after 3 s" and "started" in r.tail
+    assert cleaned.read_text() == "ok"
+    pid = int(grandchild.read_text())
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"  # a zombie has ended
+    except OSError:
+        return False
+
+
 def test_pytest_steps_pass_only_on_exit_zero() -> None:
     assert gpucheck.pytest_judge(0, "...\n===== 12 passed in 30.1s =====\n")[:2] == (True, "12 passed in 30.1s")
     assert not gpucheck.pytest_judge(5, "===== no tests ran in 0.1s =====")[0]  # the tests are missing
@@ -86,6 +114,7 @@ def test_plan_runs_slots_tests_self_test_and_both_identical_kernels(tmp_path: Pa
     steps = gpucheck.plan(ROOT, tmp_path)
     assert [s.name for s in steps] == ["slots", "cuda tests", "self-test", "gemm", "mla_decode"]
     assert sum(s.timeout_s for s in steps) + 10 <= gpucheck.BUDGET_S
+    assert "not self_test_on_cuda" in steps[1].argv[steps[1].argv.index("-k") + 1]  # step 3 runs it once
     gemm = steps[3]
     assert "leaderboard" in gemm.argv and "cuda" in gemm.argv
     assert "custom_kernel = ref_kernel" in Path(gemm.argv[gemm.argv.index("gemm") + 1]).read_text()

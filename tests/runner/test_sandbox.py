@@ -92,6 +92,16 @@ def test_writes_outside_the_folder_fail(double, options, method: str, tmp_path: 
 
 
 @needs_namespaces
+@pytest.mark.parametrize("method", NAMESPACED)
+def test_the_child_names_its_threads_and_system_knobs_stay_read_only(double, options, method: str) -> None:
+    """CUDA's initialisation writes ``/proc/self/task/<tid>/comm`` (error 304 where it cannot: seen
+    on an H200); the child's own ``/proc`` is writable, ``/proc/sys`` read-only."""
+    r = _run(double, submission("proc_view.py"), _options(options, isolation=method))
+    assert r.status.value == "passed", r.message
+    assert "thread named 'kr-named'; /proc rw, /proc/sys ro" in r.logs["stdout"]
+
+
+@needs_namespaces
 def test_hidden_folders_cannot_be_read(double, options) -> None:
     """A folder named in ``hidden_paths`` (the service's data folder, say) is empty for the child."""
     from tests.conftest import ROOT
