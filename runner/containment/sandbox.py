@@ -240,6 +240,8 @@ class SubmissionProcess:
         self._frozen = False
         #: the child's integrity fingerprint in its ``hello`` answer (:meth:`start`)
         self.integrity: Any = None
+        #: whether :meth:`start` has returned (its isolation measured)
+        self.started = False
         #: the CPU the child's main thread is bound to, where the judge waits for its answers
         #: (:meth:`_wait_on_home_cpu`); ``None`` until :meth:`start`, or when it has several
         self.home_cpu: int | None = None
@@ -309,6 +311,7 @@ class SubmissionProcess:
         self.isolation["cleanup"] = ("by cgroup" if self.group is not None else "by sandbox uid"
                                      if self.plan.uid is not None else "by process group, session and descent")
         self.home_cpu = only_cpu(self.pid)
+        self.started = True
         return self.isolation
 
     def set_baseline(self) -> None:

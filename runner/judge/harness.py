@@ -299,23 +299,41 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
 
     def _start(self, source: str, runs: str = "submission") -> SubmissionProcess:
         settings = _ChildSettings(self.device, self.threads, self.method, self.limits, self.options)
-        child = None
         if self.method != "none" and "use_pch" in source:
             # site-packages is read-only for the child: it can only use a header built beforehand
             pch.prepare_precompiled_header()
         elif runs == "submission" and self.options.spare is not None:
-            child = self.options.spare.take(settings.key())  # started ahead, no source in it yet
-        if child is not None:
-            try:
-                child.assign(source)
-            except BaseException:
-                child.close(graceful=False)
-                raise
-        else:
-            child = settings.new(source, runs)
+            ahead = self._started_ahead(settings, source)
+            if ahead is not None:
+                return ahead
+        return self._metered(settings.new(source, runs))
+
+    def _metered(self, child: SubmissionProcess) -> SubmissionProcess:
         if self._meter is not None:  # every child, the reference's too, under the problem's budget
             child.device_memory = devmem.DeviceMemoryWatch(self._meter, self.definition.device_memory_mib * devmem.MIB,
                                                            child)
+        return child
+
+    def _started_ahead(self, settings: "_ChildSettings", source: str) -> SubmissionProcess | None:
+        """The process started ahead (:class:`~kernelrank.runner.containment.spare.Spare`) with
+        ``source`` written in its folder and its isolation measured (its ``hello`` answered), or
+        ``None``: none was ready, or it failed before answering. Such a process has run no submitted
+        code yet (the source is read at ``load``), so its failure is the runner's: a fresh process
+        takes its place instead of the submission getting ``error`` (one killed between the take and
+        its ``hello`` did that)."""
+        assert self.options.spare is not None  # checked by the caller
+        child = self.options.spare.take(settings.key())
+        if child is None:
+            return None
+        try:
+            child.assign(source)
+            self._metered(child).start(time.monotonic() + self.definition.budgets.compile)
+        except Exception:  # noqa: BLE001 - any failure before submitted code ran: start afresh
+            child.close(graceful=False)
+            return None
+        except BaseException:
+            child.close(graceful=False)
+            raise
         return child
 
     def _load(self, child: SubmissionProcess, phase: bool = True, where: str | None = None) -> dict[str, Any]:
@@ -328,7 +346,7 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         if phase:
             self._phase("compile")
         deadline = time.monotonic() + self.definition.budgets.compile
-        measured = child.start(deadline)
+        measured = child.isolation if child.started else child.start(deadline)  # started ahead: done
         if self.options.require_network_isolation and measured.get("network") != "netns":
             raise RunEnded(vocab.Verdict.rejected, "rejected: network isolation is required, and the submission's "
                                                   "process was found with network access; the submission was not "

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from kernelrank.runner.containment import isolation
 from kernelrank.runner.containment.spare import Spare
 from kernelrank.runner.judge.harness import EvalOptions, evaluate, start_spare
 from kernelrank.runner.submission.zygote import Zygote
@@ -82,6 +83,30 @@ def test_a_dead_child_is_not_used(double, ahead, spare, zygote, reported: bool) 
         time.sleep(0.01)
     result = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", ahead)
     assert result.status is Verdict.passed and result.isolation["started_ahead"] is False, result.message
+
+
+def test_a_child_dying_after_the_take_gives_way_to_a_fresh_one(double, ahead, spare, zygote, monkeypatch) -> None:
+    """Killed between the take and its ``hello`` (an operator, the OOM killer), a child started
+    ahead has run no submitted code: the evaluation starts a fresh process, and the submission
+    passes instead of getting ``error`` (it did before)."""
+    start_spare(double.spec(), "test", "cpu", ahead)
+    _ready(spare)
+    real = Spare.take
+
+    def take_then_die(self: Spare, key: tuple) -> object:
+        child = real(self, key)
+        # the process serving the requests: PID 1 of the child's namespace (its setuid cleared the
+        # parent-death signal that would have ended it with the process outside)
+        os.kill(isolation.inner_pid(child.proc.pid), signal.SIGKILL)
+        end = time.monotonic() + 10
+        while zygote_children(zygote, live=True) and time.monotonic() < end:
+            time.sleep(0.01)
+        return child
+
+    monkeypatch.setattr(Spare, "take", take_then_die)
+    result = evaluate(double.spec(), submission("double_ok.py"), "test", "cpu", ahead)
+    assert result.status is Verdict.passed and result.isolation["started_ahead"] is False, result.message
+    assert _folders(ahead) == []  # the dead child's folder removed with it
 
 
 def test_closing_the_spare_ends_its_child_and_removes_its_folder(double, ahead, spare, zygote) -> None:
