@@ -11,8 +11,10 @@ It is one process per evaluation still: a child is taken once, and never serves 
 
 A child is taken only by an evaluation whose child settings (device, threads, isolation, limits,
 folders, zygote) are the ones it was started with; otherwise it is closed, and the evaluation
-starts its own. Only the evaluation's first process comes from here (the timed phase's further
-processes start together, beside nothing timed).
+starts its own. One that has died, or fails its ``hello`` once taken, is closed too and the
+evaluation starts its own (``harness._Evaluation._started_ahead``): no submitted code ran in it.
+Only the evaluation's first process comes from here (the timed phase's further processes start
+together, beside nothing timed).
 """
 
 from __future__ import annotations
