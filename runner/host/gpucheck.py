@@ -274,6 +274,11 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or Path(f"gpu-check-{started_at.strftime('%Y%m%dT%H%MZ')}.md")
     root = Path(__file__).resolve().parents[2]
     results = [facts_step()]
+
+    def save() -> None:  # after every row: a check cut off (a lease ending) still leaves its report so far
+        out.write_text(report_markdown(results, started_at, time.monotonic() - started), encoding="utf-8")
+
+    save()
     print(f"gpu-check: {results[0].summary}", flush=True)
     with tempfile.TemporaryDirectory(prefix="kr-gpucheck-") as work:
         for step in plan(root, Path(work)):
@@ -281,9 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             r = run_step(step, left) if left > 1 else StepResult(step.name, False, "not run: budget spent", 0.0)
             results.append(r)
             print(f"gpu-check: {'ok  ' if r.ok else 'FAIL'} {r.name}: {r.summary} [{r.seconds:.0f} s]", flush=True)
-            # written after each step: a check cut off (a lease ending) still leaves its report so far
-            out.write_text(report_markdown(results, started_at, time.monotonic() - started), encoding="utf-8")
-    out.write_text(report_markdown(results, started_at, time.monotonic() - started), encoding="utf-8")
+            save()
     print(f"gpu-check: report in {out}", flush=True)
     return 0 if all(r.ok for r in results) else 1
 
