@@ -340,8 +340,8 @@ def enter(plan: Plan) -> None:
     Order: join the job's cgroups and raise the priority (:func:`raise_priority`; both while
     still privileged), new namespaces (user for ``userns``;
     mount, network and PID), fork into PID 1 of the new PID namespace (:func:`_become_pid_one`;
-    the caller continues as PID 1), the read-only view with a fresh ``/proc``, the sandbox user,
-    limits.
+    the caller continues as PID 1), the read-only view with a fresh ``/proc``, the sandbox user
+    (its ``setresuid`` clears the parent-death signal, so it is set again), limits.
 
     Raises:
         OSError: a step failed; the caller must not go on to load the submission.
@@ -371,6 +371,7 @@ def enter(plan: Plan) -> None:
             os.setresuid(plan.uid, plan.uid, plan.uid)  # clears every capability
         else:
             _drop_capabilities()
+        _prctl(PR_SET_PDEATHSIG, 9, "parent death signal")  # again: a change of user clears it
         _prctl(PR_SET_NO_NEW_PRIVS, 1, "no_new_privs")
     os.chdir(plan.workdir)  # re-enter the folder through its new mount
     rlimits.apply(plan.limits)

@@ -282,6 +282,38 @@ def test_the_judge_reads_a_process_priority_from_outside() -> None:
     assert priority(pid) == {"nice": None, "autogroup": None}
 
 
+@pytest.mark.parametrize("method", NAMESPACED)
+def test_the_childs_pid_one_dies_with_the_process_outside_its_namespace(method: str, tmp_path: Path) -> None:
+    """The shim outside the child's PID namespace killed (an operator, the OOM killer), the process
+    that runs the submission (PID 1 inside) ends with it: the sandbox user's ``setresuid`` clears
+    the parent-death signal, so ``isolation.enter`` sets it again (before, with ``setuid``, PID 1
+    ran on until the judge ended the job's processes)."""
+    import signal
+
+    from kernelrank.runner.containment.rlimits import SandboxLimits
+    from kernelrank.runner.containment.sandbox import SubmissionProcess
+
+    child = SubmissionProcess("def custom_kernel(data):\n    return data[0]\n", "cpu", 2, scratch_dir=tmp_path,
+                              method=method, limits=SandboxLimits().resolved("cpu", 60.0))
+    try:
+        child.start(time.monotonic() + 60)
+        inner = isolation.inner_pid(child.proc.pid)
+        assert inner != child.proc.pid
+        os.kill(child.proc.pid, signal.SIGKILL)
+        end, state = time.monotonic() + 10, "?"
+        while time.monotonic() < end:
+            try:  # the field after the command's closing parenthesis; Z: dead, not yet reaped
+                state = Path(f"/proc/{inner}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                state = "gone"
+            if state in ("gone", "Z", "X"):
+                break
+            time.sleep(0.02)
+        assert state in ("gone", "Z", "X"), f"PID 1 of the child's namespace still running ({state})"
+    finally:
+        child.close(graceful=False)
+
+
 def test_faults_count_a_huge_page_as_the_pages_it_makes_resident(tmp_path: Path) -> None:
     """``SubmissionProcess.faults`` counts in base pages: a 16 MiB output made resident in huge
     pages (8 faults of 2 MiB) reads as at least its 4096 pages, as it does in small pages, so

@@ -95,8 +95,7 @@ def test_a_child_dying_after_the_take_gives_way_to_a_fresh_one(double, ahead, sp
 
     def take_then_die(self: Spare, key: tuple) -> object:
         child = real(self, key)
-        # the process serving the requests: PID 1 of the child's namespace (its setuid cleared the
-        # parent-death signal that would have ended it with the process outside)
+        # the process serving the requests: PID 1 of the child's namespace
         os.kill(isolation.inner_pid(child.proc.pid), signal.SIGKILL)
         end = time.monotonic() + 10
         while zygote_children(zygote, live=True) and time.monotonic() < end:
