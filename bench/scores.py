@@ -135,7 +135,7 @@ def timer_speedups(problem: str, example: Path, threads: int) -> list[float]:
     import json
     import subprocess
 
-    from kernelrank.runner.containment.sandbox import child_environment
+    from kernelrank.runner.containment.childenv import child_environment
 
     # the children's thread settings, from where the sandbox sets them
     bound = {k: v for k, v in child_environment(ROOT, "cpu", threads).items()

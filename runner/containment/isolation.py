@@ -21,8 +21,8 @@ runs the real set-up in a throw-away process and checks it from inside):
     No namespaces: only the private working folder, the clean environment and the limits.
 
 The read-only view: the whole mount tree is made read-only (``mount_setattr(2)``, Linux 5.12+),
-except the working folder (bound onto itself), private, size-limited ``tmpfs`` on ``/tmp``,
-``/var/tmp`` and ``/dev/shm``, and the child's own ``/proc`` (its system-wide knobs,
+except the working folder (bound onto itself; its ``build`` also at :data:`BUILD_VIEW`), private,
+size-limited ``tmpfs`` on ``/tmp``, ``/var/tmp`` and ``/dev/shm``, and the child's own ``/proc`` (its system-wide knobs,
 :data:`PROC_READ_ONLY`, read-only). The host's service folders (:data:`COVERED`: ``/run``, ``/var/lib``,
 ``/srv``, ``/home``, ..., where Unix sockets of host services live, and ``/sys/fs/cgroup``, where
 other jobs' groups are), the judge's home folder, the folder holding the job folders, any
@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrank.runner.containment import rlimits
+from kernelrank.runner.containment.gpufiles import gpu_devices, gpu_files_to_hide, runner_gpu_minor
 from kernelrank.vocab import DeviceClass
 
 #: Sandbox uids are ``SANDBOX_UID_BASE + (judge pid << 4 | child number % 16)``: unique among
@@ -70,6 +71,10 @@ SETUP_FAILED = 121
 #: Size of each private writable ``tmpfs`` (``/tmp``, ``/var/tmp``, ``/dev/shm``).
 PRIVATE_TMPFS = "256m"
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
+#: Where each namespaced child sees its folder's ``build`` (``TORCH_EXTENSIONS_DIR``): one path for
+#: every child, so that the build the judge copies from a submission's first process to its others
+#: is up to date where torch's ninja file names it (``SubmissionProcess.seed_build``).
+BUILD_VIEW = "/tmp/kernelrank-build"
 #: Never covered, whatever the caller asks.
 _SYSTEM_DIRS = frozenset({"/", "/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/dev", "/proc",
                           "/sys", "/opt", "/var", "/run", "/home", "/srv", "/mnt", "/media", "/boot"})
@@ -111,6 +116,8 @@ class Plan:
     gpu_hide: tuple[str, ...] = ()
     #: the nice value the child gives itself and its autogroup (:data:`CHILD_NICE`)
     nice: int = CHILD_NICE
+    #: where the folder's ``build`` is bound in the child's view (:data:`BUILD_VIEW`; ``None``: not bound)
+    build_view: str | None = None
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -214,6 +221,8 @@ def _build_view(plan: Plan) -> None:
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     keep = [p for p in dict.fromkeys((*plan.keep, plan.workdir)) if os.path.isdir(p)]
     fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep}
+    build = -1 if not plan.build_view else os.open(os.path.join(plan.workdir, "build"),
+                                                   os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     private = [d for d in PRIVATE_DIRS if os.path.isdir(d) and not os.path.islink(d)]
     steps = sorted([(p, "hide") for p in plan.hide] + [(p, "private") for p in private] + [(p, "keep") for p in keep],
                    key=lambda s: (_depth(s[0]), s[1] != "hide", s[1] != "private"))
@@ -226,13 +235,17 @@ def _build_view(plan: Plan) -> None:
         elif os.path.isdir(path) and not os.path.islink(path):
             options = f"mode=1777,size={PRIVATE_TMPFS}" if action == "private" else "mode=755,size=4m"
             mount("tmpfs", path, "tmpfs", MS_NOSUID, options)
+    if plan.build_view:  # inside the private /tmp, mounted above
+        os.makedirs(plan.build_view)
+        mount(f"/proc/self/fd/{build}", plan.build_view, None, MS_BIND)
+        os.close(build)
     for fd in fds.values():
         os.close(fd)
     for path in plan.gpu_hide:  # other GPUs' device files: /dev/null in their place
         if os.path.exists(path):
             mount("/dev/null", path, None, MS_BIND)
     _set_mount_attr("/", set_=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID, recursive=True)
-    for path in (*private, plan.workdir, "/proc"):
+    for path in (*private, plan.workdir, *([plan.build_view] if plan.build_view else []), "/proc"):
         _set_mount_attr(path, clear=MOUNT_ATTR_RDONLY)
     for path in PROC_READ_ONLY:  # the rest of /proc stays as writable as its permissions say
         if os.path.exists(path):
@@ -427,7 +440,7 @@ def probe_report(plan: Plan) -> dict[str, Any]:
     except (ImportError, OSError) as e:
         report["python_readable"] = False
         report["python_error"] = f"{type(e).__name__}: {e}"[:300]
-    report["gpu_devices_blocked"] = [d for d in _gpu_devices() if not os.access(d, os.R_OK | os.W_OK)]
+    report["gpu_devices_blocked"] = [d for d in gpu_devices() if not os.access(d, os.R_OK | os.W_OK)]
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.settimeout(2)
     code = s.connect_ex(("127.0.0.1", 9))
@@ -445,52 +458,11 @@ def probe_report(plan: Plan) -> dict[str, Any]:
     with open(probe_file, "w") as f:
         f.write("ok")
     report["workdir_writable"] = True
+    if plan.build_view:  # the same folder, seen at its fixed path
+        with open(os.path.join(plan.build_view, "probe"), "w") as f:
+            f.write("ok")
+        report["build_view"] = os.path.exists(os.path.join(plan.workdir, "build", "probe"))
     return report
-
-
-def gpu_files_to_hide(device: str, files: list[str], keep_minor: int | None) -> tuple[str, ...]:
-    """The GPU device files a child must not reach: for a CPU job every one (a CPU leaderboard is
-    not run on a GPU); for a CUDA job the other GPUs' ``/dev/nvidia<N>`` (``keep_minor`` is the
-    runner's GPU's minor number, from NVML; ``None``: it could not be told, nothing is hidden).
-    The driver's shared files (``nvidiactl``, ``nvidia-uvm``, ``nvidia-modeset``, MIG capabilities
-    under ``/dev/nvidia-caps``) stay: every CUDA process needs them."""
-    if device == DeviceClass.cpu:
-        return tuple(files)
-    if keep_minor is None:
-        return ()
-    out = []
-    for f in files:
-        name = os.path.basename(f)
-        if f.startswith("/dev/nvidia") and name[len("nvidia"):].isdigit() and int(name[len("nvidia"):]) != keep_minor:
-            out.append(f)
-    return tuple(out)
-
-
-@functools.lru_cache(maxsize=1)
-def runner_gpu_minor() -> int | None:
-    """The minor number of the runner's GPU's device file (``/dev/nvidia<N>``), from NVML; ``None``
-    without NVML (then no GPU device file is hidden from CUDA jobs)."""
-    from kernelrank.runner.host import gpuinfo
-
-    minor = gpuinfo.runner_gpu(os.environ.get("CUDA_VISIBLE_DEVICES")).get("minor_number")
-    return int(minor) if isinstance(minor, int) else None
-
-
-def _gpu_devices() -> list[str]:
-    """Character devices of GPUs (NVIDIA, AMD's ``kfd`` and render nodes) the child may need."""
-    import stat
-
-    names = [os.path.join("/dev", d) for d in os.listdir("/dev") if d.startswith(("nvidia", "kfd"))]
-    if os.path.isdir("/dev/dri"):
-        names += [os.path.join("/dev/dri", d) for d in os.listdir("/dev/dri") if d.startswith("render")]
-    found = []
-    for name in sorted(names):
-        try:
-            if stat.S_ISCHR(os.stat(name).st_mode):
-                found.append(name)
-        except OSError:
-            pass
-    return found
 
 
 # -- the judge's side: choosing and checking -------------------------------------------------------
@@ -552,15 +524,17 @@ def make_plan(method: str, workdir: Path, limits: dict[str, int | None], hidden:
                     cgroup_procs=cgroup_procs)
     gpu_hide: tuple[str, ...] = ()
     if device is not None:
-        files = _gpu_devices()
+        files = gpu_devices()
         gpu_hide = gpu_files_to_hide(device, files, runner_gpu_minor() if device == DeviceClass.cuda and files else None)
     real = os.path.realpath(workdir)
     keep = keep_paths()
     if method == "setuid":  # the sandbox user must reach what it needs through closed folders too
         hidden = (*hidden, *(Path(c) for c in (_closed_ancestor(p) for p in (*keep, real)) if c is not None))
     hide = hide_paths(Path(real), hidden)
+    private_tmp = os.path.isdir("/tmp") and not os.path.islink("/tmp")  # as _build_view finds it
     return Plan(method, real, uid=sandbox_uid() if method == "setuid" else None, hide=hide, keep=keep,
-                limits=dict(limits), cgroup_procs=cgroup_procs, gpu_hide=gpu_hide)
+                limits=dict(limits), cgroup_procs=cgroup_procs, gpu_hide=gpu_hide,
+                build_view=BUILD_VIEW if private_tmp and os.path.isdir(os.path.join(real, "build")) else None)
 
 
 def _closed_ancestor(path: str) -> str | None:

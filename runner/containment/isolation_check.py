@@ -32,9 +32,11 @@ def probe(method: str) -> tuple[bool, str]:
         return False, "namespaces need Linux"
     work = Path(tempfile.mkdtemp(prefix="kr-probe-"))
     try:
+        (work / "build").mkdir()  # bound at BUILD_VIEW, as a job's is
         plan = make_plan(method, work, {"core_bytes": 0})
         if plan.uid is not None:
-            os.chown(work, plan.uid, plan.uid)
+            for path in (work, work / "build"):
+                os.chown(path, plan.uid, plan.uid)
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONDONTWRITEBYTECODE": "1"}
         try:
             proc = subprocess.run(child_command(plan, "--probe"), cwd=work, env=env, capture_output=True, timeout=120,
@@ -56,6 +58,8 @@ def probe(method: str) -> tuple[bool, str]:
             return False, "the probe could write outside its folder"
         if not report.get("python_readable"):
             return False, f"Python or torch unreadable in the sandbox: {report.get('python_error')}"
+        if plan.build_view and not report.get("build_view"):
+            return False, f"the build folder was not bound at {plan.build_view} in the probe"
         if report.get("gpu_devices_blocked"):
             return False, f"GPU devices not usable in the sandbox: {report['gpu_devices_blocked'][:5]}"
         return True, "ok"

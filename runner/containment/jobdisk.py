@@ -17,8 +17,10 @@ so it is safe beside live judges; a runner calls it at start and between jobs.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -125,7 +127,7 @@ def remove_tree(path: Path) -> None:
         return
     if not path.exists():
         return
-    _remove_contents(path)
+    remove_contents(path)
     path.rmdir()
 
 
@@ -142,7 +144,7 @@ def _open_dir(name: str, dir_fd: int | None) -> int:
         return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
 
 
-def _remove_contents(path: Path) -> None:
+def remove_contents(path: Path) -> None:
     """Empty the folder ``path`` depth first, one descriptor open at a time (:func:`remove_tree`)."""
     fd = _open_dir(str(path), None)
     names: list[str] = []  # the folders descended into, from ``path`` down
@@ -181,5 +183,104 @@ def _remove_contents(path: Path) -> None:
             if (st.st_dev, st.st_ino) != inodes.pop():
                 raise OSError(f"{path}: a folder moved while it was removed")
             os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
+#: Most entries (files, links, folders) :func:`copy_tree` copies, and its deepest folder: an honest
+#: C++ build is a dozen files two folders deep.
+COPY_MAX_ENTRIES = 10_000
+COPY_MAX_DEPTH = 16
+
+
+def copy_tree(src_fd: int, dst_fd: int, uid: int | None, max_bytes: int, skip: frozenset[str] = frozenset()) -> int:
+    """Copy the folder open at ``src_fd``, which a child wrote (hostile), into the empty folder open
+    at ``dst_fd``; the bytes copied.
+
+    Regular files keep their permission bits (no set-id bits) and times to the nanosecond (ninja
+    judges a build up to date by them), folders are made, symbolic links are copied as links,
+    never followed; anything else (FIFOs, sockets, devices) and names in ``skip`` are left out.
+    Every name is opened relative to its folder's descriptor with ``O_NOFOLLOW``, so a link swapped
+    in meanwhile is never followed; a file is copied to its size when opened. What is made is owned
+    by ``uid`` (``None``: the judge's user).
+
+    Raises:
+        OSError: more than :data:`COPY_MAX_ENTRIES` entries, a folder deeper than
+            :data:`COPY_MAX_DEPTH`, more than ``max_bytes`` bytes (``EFBIG``), or what the system
+            refused (``ENOSPC`` on the destination's disk). What was copied so far stays.
+    """
+    total, entries = 0, 0
+    pending: list[tuple[str, ...]] = [()]  # folders still to copy, as names below the two roots
+    while pending:
+        parts = pending.pop()
+        src, dst = _open_below(src_fd, parts), _open_below(dst_fd, parts)
+        try:
+            with os.scandir(src) as listing:
+                found = []
+                for entry in listing:
+                    entries += 1
+                    if entries > COPY_MAX_ENTRIES:
+                        raise OSError(errno.EFBIG, f"more than {COPY_MAX_ENTRIES} entries to copy")
+                    found.append((entry.name, entry.is_symlink(), entry.is_dir(follow_symlinks=False)))
+            for name, link, folder in found:
+                if name in skip:
+                    continue
+                if link:
+                    os.symlink(os.readlink(name, dir_fd=src), name, dir_fd=dst)
+                    if uid is not None:
+                        os.chown(name, uid, uid, dir_fd=dst, follow_symlinks=False)
+                elif folder:
+                    if len(parts) >= COPY_MAX_DEPTH:
+                        raise OSError(errno.EFBIG, f"folders deeper than {COPY_MAX_DEPTH} to copy")
+                    os.mkdir(name, 0o755, dir_fd=dst)
+                    if uid is not None:
+                        os.chown(name, uid, uid, dir_fd=dst, follow_symlinks=False)
+                    pending.append((*parts, name))
+                else:
+                    total += _copy_file(name, src, dst, uid, max_bytes - total)
+        finally:
+            os.close(src)
+            os.close(dst)
+    return total
+
+
+def _open_below(root_fd: int, parts: tuple[str, ...]) -> int:
+    """A new descriptor of the folder ``parts`` below ``root_fd``, each step without following a link."""
+    fd = os.dup(root_fd)
+    for name in parts:
+        try:
+            below = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        finally:
+            os.close(fd)
+        fd = below
+    return fd
+
+
+def _copy_file(name: str, src: int, dst: int, uid: int | None, room: int) -> int:
+    """Copy the regular file ``name`` from folder ``src`` to a new file in ``dst`` (:func:`copy_tree`);
+    the bytes copied (0: not a regular file when opened)."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return 0
+        if st.st_size > room:
+            raise OSError(errno.EFBIG, f"{name}: more bytes than the copy may take")
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                      stat.S_IMODE(st.st_mode) & 0o777, dir_fd=dst)
+        try:
+            done = 0
+            while done < st.st_size:
+                sent = os.sendfile(out, fd, done, st.st_size - done)
+                if sent == 0:  # shortened meanwhile
+                    break
+                done += sent
+            if uid is not None:
+                os.fchown(out, uid, uid)
+            os.fchmod(out, stat.S_IMODE(st.st_mode) & 0o777)  # not narrowed by the umask
+            os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(out)
+        return done
     finally:
         os.close(fd)

@@ -2,7 +2,8 @@
 
 :class:`SubmissionProcess` starts ``python -m kernelrank.runner.submission.child`` in a fresh private working
 folder with an allowlisted environment (no secrets: nothing of the judge's environment passes
-unless named in :data:`ENV_ALLOWLIST`), standard input closed, its own session and process group,
+unless named in :data:`~kernelrank.runner.containment.childenv.ENV_ALLOWLIST`), standard input
+closed, its own session and process group,
 stdout and stderr drained into bounded logs, and a private socket for requests. The child first
 isolates itself following a :class:`~kernelrank.runner.containment.isolation.Plan` (namespaces, read-only
 view, sandbox user, limits); :meth:`SubmissionProcess.start` waits for that and records the
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernelrank.runner.containment import cgroups, isolation, isolation_check, jobdisk, rlimits
+from kernelrank.runner.containment.childenv import child_environment
 from kernelrank.runner.containment.childlogs import BoundedLog, fatal_report
 from kernelrank.runner.containment.procfs import (ProcessWatch, host_huge_pages, host_memory_bound, kill_group,
                                                   only_cpu, priority, stat_fields)
@@ -38,15 +40,6 @@ from kernelrank.vocab import DeviceClass
 
 log = logging.getLogger(__name__)
 
-#: Variables passed through from the judge's environment when set; everything else is dropped.
-ENV_ALLOWLIST = (
-    "PATH", "LANG", "LC_ALL", "TZ", "CC", "CXX", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
-    "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
-    "VIRTUAL_ENV",
-)
-#: The child's user name (``USER``, ``LOGNAME``): libraries that name caches after the user
-#: (``getpass.getuser()``, e.g. torch inductor's) fail for a uid with no account.
-SANDBOX_USER = "kernelrank-sandbox"
 _group_seq = 0
 
 
@@ -74,62 +67,6 @@ class ChildUnfrozen(ProtocolViolation):
 
 class SandboxError(RuntimeError):
     """The child could not isolate itself as planned: a problem of the host, not of the submission."""
-
-
-def child_environment(workdir: Path, device: str, threads: int, source_env: dict[str, str] | None = None) -> dict[str, str]:
-    """The child's whole environment: allowlisted variables plus its own folders and settings.
-
-    ``TRITON_INTERPRET=1`` on the CPU device runs Triton kernels under Triton's interpreter;
-    ``TORCH_EXTENSIONS_DIR`` gives C++/CUDA builds a per-submission build folder. OpenMP keeps
-    its default spin-wait: idle threads that sleep at once make every call after a pause pay for
-    waking them (a softmax 2x slower after 30 ms of idle threads). OpenMP's
-    threads are bound one per CPU (``OMP_PROC_BIND=close``, ``OMP_PLACES=threads``; the main
-    thread on the first CPU the child may use): unbound, the child's main thread and its OpenMP
-    worker were often left sharing one CPU while the other stood idle after the judge's thread
-    went to sleep there, for 4-12 ms until the kernel's balancer moved one (15-20% of a softmax's
-    calls took 4x their time, and per-request log ratios had a standard deviation of 0.5-0.8
-    against 0.03-0.1 bound: ``docs/research/bench-history.md``). Threads a submission starts itself,
-    outside OpenMP, inherit the main thread's CPU.
-
-    Where the host lets transparent huge pages back advised memory (:func:`host_huge_pages`:
-    ``madvise`` or ``always``), ``THP_MEM_ALLOC_ENABLE=1`` makes PyTorch's CPU allocator align
-    every block of 2 MiB or more to a page and advise it ``MADV_HUGEPAGE``;
-    :func:`~kernelrank.runner.submission.steady.reserve_heap` advises the reserved heap alike. Without it,
-    processes ran the bfloat16 softmax cases at one of two speeds each, 20-25% apart, for their
-    life (the reference's and ``correct_pytorch``'s alike): the largest part of a run's interval
-    and of the spread between runs. With it, they ran at one speed. Without huge pages (THP
-    ``never``) the page alignment alone put every process in the slow mode, the reference's
-    bfloat16 softmax 15-30% slower, so it is not asked for there (docs/research/bench-history.md, section 15).
-    """
-    src = os.environ if source_env is None else source_env
-    env = {k: src[k] for k in ENV_ALLOWLIST if k in src}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    n = str(max(threads, 1))
-    env.update({
-        "HOME": str(workdir),
-        "TMPDIR": str(workdir / "tmp"),
-        "TORCH_EXTENSIONS_DIR": str(workdir / "build"),
-        "TRITON_CACHE_DIR": str(workdir / "triton-cache"),
-        "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor-cache"),
-        "USER": SANDBOX_USER,
-        "LOGNAME": SANDBOX_USER,
-        "OMP_NUM_THREADS": n,
-        "OMP_PROC_BIND": "close",  # one thread per CPU: see the docstring
-        "OMP_PLACES": "threads",
-        "MKL_NUM_THREADS": n,
-        "OPENBLAS_NUM_THREADS": n,
-        "MAX_JOBS": n,
-        "PYTHONNOUSERSITE": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONHASHSEED": "0",
-    })
-    if host_huge_pages() in ("madvise", "always"):
-        env["THP_MEM_ALLOC_ENABLE"] = "1"  # large blocks page-aligned, in huge pages: see the docstring
-    if device == DeviceClass.cpu:
-        env["TRITON_INTERPRET"] = "1"
-    return env
-
 
 
 class SubmissionProcess:
@@ -173,7 +110,8 @@ class SubmissionProcess:
         disk_bytes = limits.get("disk_bytes") if self.disk else None
         self._dir_fd = os.open(self.workdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         self.device = device
-        (self.workdir / "tmp").mkdir()
+        for folder in ("tmp", "build"):
+            (self.workdir / folder).mkdir()
         #: whether the process was started before its evaluation took it (:meth:`assign`)
         self.ahead = source is None
         if source is not None:
@@ -189,7 +127,7 @@ class SubmissionProcess:
         self.plan = isolation.make_plan(method, self.workdir, limits, hidden,
                                         cgroup_procs=self.group.procs_files() if self.group else (), device=device)
         if self.plan.uid is not None:
-            for path in (self.workdir, self.workdir / "tmp"):
+            for path in (self.workdir, self.workdir / "tmp", self.workdir / "build"):
                 os.chown(path, self.plan.uid, self.plan.uid)
             ProcessWatch(-1, self.plan.uid).kill_all()  # leftovers of a dead judge that had this pid
         # on CUDA the slots are device memory of their own, passed to the child as a descriptor
@@ -197,7 +135,7 @@ class SubmissionProcess:
         parent_sock, child_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         self.max_message_bytes = max_message_bytes
         self.channel = Link(parent_sock, max_message_bytes=max_message_bytes)
-        env = child_environment(Path(self.plan.workdir), device, threads)
+        env = child_environment(Path(self.plan.workdir), device, threads, build_dir=self.plan.build_view)
         self.warm = zygote is not None and zygote.matches(device, threads)
         try:
             if self.warm:
@@ -522,6 +460,33 @@ class SubmissionProcess:
         from kernelrank.runner.judge import hangs
 
         return hangs.dump(self.pid, self._dir_fd, wait_s)
+
+    def seed_build(self, first: "SubmissionProcess") -> int | None:
+        """Before this process loads the source ``first`` loaded, copy ``first``'s build folder (its
+        C++/CUDA extensions) into this one's, so that torch's ninja finds them up to date rather than
+        building again (each timed process of a CPU side did: docs/judging.md); the bytes copied, or
+        ``None`` where nothing was (this process then builds for itself). Only where both see their
+        build folder at one path (:data:`~kernelrank.runner.containment.isolation.BUILD_VIEW`); the
+        copy follows no link and is bounded by this process's disk (:func:`jobdisk.copy_tree`).
+        ``first`` is frozen between its requests, so its folder does not change meanwhile."""
+        if self.plan.build_view is None or first.plan.build_view != self.plan.build_view:
+            return None
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            src = os.open("build", flags, dir_fd=first._dir_fd)
+            try:
+                dst = os.open("build", flags, dir_fd=self._dir_fd)
+                try:  # torch's lock file: a stale one would make the build wait for ever
+                    return jobdisk.copy_tree(src, dst, self.plan.uid, self.isolation["disk_bytes"] or 1 << 30,
+                                             skip=frozenset({"lock"}))
+                finally:
+                    os.close(dst)
+            finally:
+                os.close(src)
+        except OSError as e:
+            log.info("build folder not copied (%s): the process builds for itself", e)
+            jobdisk.remove_contents(self.workdir / "build")  # the folder itself stays: the child's view binds it
+            return None
 
     def copy_out(self, name: str, dest: Path, limit: int) -> str | None:
         """Copy the regular file ``name`` from the folder to ``dest`` (at most ``limit`` bytes),

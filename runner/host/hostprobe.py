@@ -162,7 +162,7 @@ def measure_host_moments(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_M
 def host_moments_in_new_process(turns: int = HOST_MOMENTS_TURNS, turn_s: float = HOST_MOMENTS_TURN_S,
                                 timeout_s: float = 120.0) -> tuple[float, float]:
     """:func:`measure_host_moments` in a new Python process whose OpenMP threads are bound as the
-    children's are (:func:`~kernelrank.runner.containment.sandbox.child_environment`: one per CPU, huge-page
+    children's are (:func:`~kernelrank.runner.containment.childenv.child_environment`: one per CPU, huge-page
     allocations), so that it meets the machine as a timed call does.
 
     Raises:
@@ -171,7 +171,7 @@ def host_moments_in_new_process(turns: int = HOST_MOMENTS_TURNS, turn_s: float =
     import subprocess
 
     from kernelrank.runner.host.devices import cpu_threads
-    from kernelrank.runner.containment.sandbox import child_environment
+    from kernelrank.runner.containment.childenv import child_environment
 
     child = child_environment(Path(tempfile.gettempdir()), "cpu", cpu_threads())  # only its thread settings are used
     env = {**os.environ, **{k: v for k, v in child.items() if k.startswith(("OMP_", "MKL_", "THP_"))}}

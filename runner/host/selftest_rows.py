@@ -96,7 +96,7 @@ def huge_pages_check(setting: str) -> Check:
     """The row for the host's transparent huge pages (``isolation.huge_pages``,
     :func:`~kernelrank.runner.containment.procfs.host_huge_pages`). ``madvise`` or ``always`` is expected:
     the children's large blocks are then huge pages
-    (:func:`~kernelrank.runner.containment.sandbox.child_environment`), and processes run a case at one
+    (:func:`~kernelrank.runner.containment.childenv.child_environment`), and processes run a case at one
     speed. Any other setting passes with a note: every verdict holds, but processes may run the
     bfloat16 cases at one of two speeds, so intervals are wider and scores spread more (1.07
     against 1.04 at idle, docs/research/bench-history.md, section 15)."""

@@ -229,6 +229,8 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         self._local = threading.local()
         #: stdout and stderr of the submission's further timed processes, by their number (2..K)
         self._extra_logs: list[tuple[int, dict[str, str]]] = []
+        #: the submission's first process, whose build its later ones start from (:meth:`_load`)
+        self._first: SubmissionProcess | None = None
         #: reads the device's memory for every child's budget (``None``: no budget is checked)
         self._meter = options.device_memory
         if self._meter is None and device == DeviceClass.cuda:  # pragma: no cover - GPU-only
@@ -354,6 +356,9 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         # an imported problem's reference may ship modules and an adapter for submissions
         extra = {k: v for k, v in (("modules", getattr(self.reference, "SUBMISSION_MODULES", None)),
                                    ("adapter", getattr(self.reference, "SUBMISSION_ADAPTER", None))) if v}
+        if child.runs == "submission" and self._first not in (None, child):
+            child.seed_build(self._first)  # its C++ build, so as not to build again (docs/judging.md)
+        self._first = self._first or (child if child.runs == "submission" else None)
         self._guard(child, child.request({"op": "load", **extra}, deadline, max_bytes=REPLY_SLACK_BYTES))
         child.set_baseline()
         return measured

@@ -98,7 +98,7 @@ def reserve_heap(nbytes: int) -> int:
 
     Blocks of :data:`_RESERVE_BLOCK_BYTES` are allocated together, advised ``MADV_HUGEPAGE`` (so
     that PyTorch's large blocks, advised alike under the child's ``THP_MEM_ALLOC_ENABLE``
-    (:func:`~kernelrank.runner.containment.sandbox.child_environment`), find huge pages there from the first
+    (:func:`~kernelrank.runner.containment.childenv.child_environment`), find huge pages there from the first
     call, not small ones that ``khugepaged`` would collapse in the middle of a run; ignored where
     the host has transparent huge pages off), faulted in (``madvise``'s
     ``MADV_POPULATE_WRITE``: about 1.2 µs a page here, half the cost of touching each page; a

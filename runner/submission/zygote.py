@@ -3,7 +3,7 @@ one fresh child per evaluation.
 
 Importing torch takes most of a second; a runner judging small jobs would spend most of its time
 there. :class:`Zygote` starts ``python -m kernelrank.runner.submission.zygote`` once, with the environment a
-child gets (no secrets: :func:`~kernelrank.runner.containment.sandbox.child_environment`), which imports torch
+child gets (no secrets: :func:`~kernelrank.runner.containment.childenv.child_environment`), which imports torch
 and then only forks. It never runs a torch operation, so no OpenMP or CUDA state exists to be
 broken by ``fork``. For each evaluation the judge sends the child's socket, its stdout and stderr
 pipes (``SCM_RIGHTS``), its folder, environment and isolation plan; the forked process starts its
@@ -80,7 +80,7 @@ class Zygote:
     """The judge's side of a warm zygote for one device class and thread count.
 
     Args:
-        env: the zygote's whole environment: a child's (:func:`kernelrank.runner.containment.sandbox.child_environment`),
+        env: the zygote's whole environment: a child's (:func:`kernelrank.runner.containment.childenv.child_environment`),
             so that libraries reading it when torch loads (OpenMP's spin count and threads) see
             what a cold child would.
         device, threads: what the children it forks serve; :meth:`matches` tells the harness.
@@ -113,7 +113,7 @@ class Zygote:
         """A zygote whose environment is a child's for ``device`` and ``threads`` (no secrets)."""
         from pathlib import Path
 
-        from kernelrank.runner.containment.sandbox import child_environment
+        from kernelrank.runner.containment.childenv import child_environment
 
         return cls(child_environment(Path("/"), device, threads), device, threads)
 

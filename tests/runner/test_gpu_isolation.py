@@ -13,7 +13,8 @@ import pytest
 
 from kernelrank.cli.runner_cmd import pin_gpu
 from kernelrank.runner.containment import isolation, isolation_check
-from kernelrank.runner.containment.isolation import Plan, gpu_files_to_hide
+from kernelrank.runner.containment.gpufiles import gpu_files_to_hide
+from kernelrank.runner.containment.isolation import Plan
 
 FILES = ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia7", "/dev/nvidiactl", "/dev/nvidia-uvm",
          "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia-caps/nvidia-cap1", "/dev/dri/renderD128"]

@@ -168,7 +168,7 @@ def _report(double, options, name: str, start: str) -> dict:
 def test_openmp_threads_are_bound_one_per_cpu(double, options, start: str) -> None:
     """The timed child's OpenMP threads each keep to a CPU of their own, the main thread to the
     first CPU the judge may use, whether the child starts cold or is forked from a zygote
-    (``sandbox.child_environment``: unbound, the main thread and its worker shared a CPU for
+    (``childenv.child_environment``: unbound, the main thread and its worker shared a CPU for
     milliseconds at a time while the other stood idle)."""
     report = _report(double, options, "report_scheduling.py", start)
     cpus = sorted(os.sched_getaffinity(0))
@@ -182,7 +182,7 @@ def test_openmp_threads_are_bound_one_per_cpu(double, options, start: str) -> No
 def test_large_blocks_are_page_aligned_huge_pages_where_the_host_has_them(double, options, start: str) -> None:
     """Where the host has transparent huge pages (``madvise`` or ``always``), the child's PyTorch
     allocator aligns blocks of 2 MiB or more to a page and advises them ``MADV_HUGEPAGE``
-    (``THP_MEM_ALLOC_ENABLE``, ``sandbox.child_environment``), whether the child starts cold or
+    (``THP_MEM_ALLOC_ENABLE``, ``childenv.child_environment``), whether the child starts cold or
     is forked from a zygote: processes otherwise ran the bfloat16 softmax cases at one of two
     speeds for their life (docs/research/bench-history.md, section 15). Elsewhere it is not asked for.
 
@@ -235,7 +235,7 @@ def test_the_child_settles_vector_math_before_it_loads_the_submission(double, op
 def test_settling_vector_math_starts_no_thread_and_computes_right() -> None:
     """``resolve_vector_math`` runs each operation on one element (below every parallel grain): in a
     fresh process with two OpenMP threads allowed, it starts no thread (the child's OpenMP team
-    is still first made by the submission's own calls, bound as ``sandbox.child_environment``
+    is still first made by the submission's own calls, bound as ``childenv.child_environment``
     says), and a later large ``exp`` still matches float64's."""
     code = """
 import json, os, torch

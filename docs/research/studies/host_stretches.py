@@ -26,7 +26,7 @@ Two questions that decide what more timing can buy (issue 14's spread of five sc
 The kernels are the problem's own (``reference_kernels/<problem>/reference.py``: ``generate_input``
 and ``ref_kernel``; the submission ``--example``, default ``correct_pytorch``), the case is the
 problem's CPU benchmark case ``--case``, threads as the judge's children have them (OpenMP bound
-one per CPU, huge-page allocations: ``runner.sandbox.child_environment``'s settings). No judge, no
+one per CPU, huge-page allocations: ``runner.containment.childenv.child_environment``'s settings). No judge, no
 sandbox: a figure of the machine, printed, never asserted. Beside each part, the share of the
 CPUs' time the hypervisor gave to others while this guest wanted it (steal, ``/proc/stat``): a
 moment with little steal is the host's shared hardware (caches, memory, a core's other
@@ -53,7 +53,7 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-#: The judge's children's thread settings (``runner.sandbox.child_environment``), set before
+#: The judge's children's thread settings (``runner.containment.childenv.child_environment``), set before
 #: torch is first imported (below, through ``kernelrank.problems``) so that OpenMP reads them.
 CHILD_THREADS = {"OMP_PROC_BIND": "close", "OMP_PLACES": "threads", "THP_MEM_ALLOC_ENABLE": "1"}
 for _key, _value in CHILD_THREADS.items():
