@@ -32,6 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.service import machine  # noqa: E402
 from kernelrank.problems import load_problem  # noqa: E402
+from kernelrank.runner.containment.buildcache import BuildCache  # noqa: E402
 from kernelrank.runner.host.devices import cpu_threads  # noqa: E402
 from kernelrank.runner.judge import timed  # noqa: E402
 from kernelrank.runner.judge.harness import EvalOptions, evaluate  # noqa: E402
@@ -63,8 +64,8 @@ def split(result: Any, marks: dict[str, float]) -> dict[str, float]:
 
 
 def one_run(spec: Any, source: str, zygote: Zygote, secret: int | None,
-            processes: int | None = None) -> tuple[Any, dict[str, float]]:
-    """A leaderboard run as a runner makes it; ``(result, phase marks)``."""
+            processes: int | None = None, builds: Any = None) -> tuple[Any, dict[str, float]]:
+    """A leaderboard run as a runner makes it (``builds``: the job's ``BuildCache``); ``(result, phase marks)``."""
     settings = get_settings()
     marks: dict[str, float] = {}
     t0 = time.monotonic()
@@ -74,7 +75,8 @@ def one_run(spec: Any, source: str, zygote: Zygote, secret: int | None,
             marks[e["phase"]] = time.monotonic() - t0
 
     options = EvalOptions(threads=settings.cpu_threads, scratch_dir=settings.scratch_dir,
-                          log_limit=settings.log_limit_bytes, secret=secret, zygote=zygote, processes=processes)
+                          log_limit=settings.log_limit_bytes, secret=secret, zygote=zygote, processes=processes,
+                          builds=builds)
     return evaluate(spec, source, "leaderboard", "cpu", options, on_event), marks
 
 
@@ -97,13 +99,14 @@ def runs(problem: str, source: str, repeats: int, budget_s: float | None = None,
         print(f"{'run':>10} {'status':>7} {'speedup (95%)':>22} " + " ".join(f"{p:>11}" for p in PARTS) + "   wall")
         for n in range(repeats):
             t0 = time.monotonic()
-            for kind, secret in (("public", None), ("secret", 7919 * (n + 1))):
-                result, marks = one_run(spec, source, zygote, secret, processes)
-                parts = split(result, marks)
-                ci = result.speedup_ci or [float("nan")] * 2
-                sp = f"{result.speedup or float('nan'):.3f} ({ci[0]:.3f}-{ci[1]:.3f})"
-                print(f"{kind:>10} {result.status:>7} {sp:>22} " + " ".join(f"{parts[p]:>10.2f}s" for p in PARTS)
-                      + f"  {result.duration_s:5.1f}s")
+            with BuildCache(get_settings().scratch_dir) as builds:  # one per job, as a runner keeps it
+                for kind, secret in (("public", None), ("secret", 7919 * (n + 1))):
+                    result, marks = one_run(spec, source, zygote, secret, processes, builds)
+                    parts = split(result, marks)
+                    ci = result.speedup_ci or [float("nan")] * 2
+                    sp = f"{result.speedup or float('nan'):.3f} ({ci[0]:.3f}-{ci[1]:.3f})"
+                    print(f"{kind:>10} {result.status:>7} {sp:>22} " + " ".join(f"{parts[p]:>10.2f}s" for p in PARTS)
+                          + f"  {result.duration_s:5.1f}s")
             walls.append(time.monotonic() - t0)
         print(f"both runs: median {statistics.median(walls):.1f} s over {repeats} (max {max(walls):.1f} s)")
     finally:

@@ -8,11 +8,12 @@ JavaScript's ``Number()`` both read back; :meth:`EvalResult.from_dict` does.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kernelrank.vocab import Verdict
+from kernelrank.vocab import Verdict, device_class
 
 #: How a non-finite float is written in JSON (see the module docstring).
 NON_FINITE = {math.inf: "Infinity", -math.inf: "-Infinity"}
@@ -194,3 +195,31 @@ def _figure(value: Any) -> Any:
     if isinstance(value, list):
         return [float_from_json(v) for v in value]
     return float_from_json(value)
+
+
+def error_result(job: dict[str, Any], message: str, status: str = Verdict.error.value) -> dict[str, Any]:
+    """A result of the harness's shape (JSON-ready) for a run of the job message ``job`` that the
+    harness did not finish."""
+    problem = job.get("problem") or {}
+    try:
+        cls = device_class(str(job.get("device")))
+    except ValueError:
+        cls = str(job.get("device"))
+    result = EvalResult(Verdict(status), str(job.get("mode")), job_problem_name(job), str(problem.get("revision", "")),
+                        cls, message=message)
+    return json_result(result.to_dict())
+
+
+def job_problem_name(job: dict[str, Any]) -> str:
+    """The problem's name in a runner's job message (``"?"`` where it has none)."""
+    try:
+        return str(job["problem"]["definition"]["name"])
+    except (KeyError, TypeError):
+        return "?"
+
+
+def json_result(value: Any) -> Any:
+    """``value`` as JSON values: non-finite floats as ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``
+    (:func:`json_ready`; JSON and Postgres have no NaN), other values
+    that JSON lacks as their ``str``."""
+    return json.loads(json.dumps(json_ready(value), default=str, allow_nan=False))

@@ -17,6 +17,7 @@ says; a leaderboard job is ``rejected`` unrun where the network cannot be isolat
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import multiprocessing
@@ -37,7 +38,9 @@ from kernelrank.queue import (CONTROL_QUEUE, EVALUATE, HEARTBEAT, JOB_STARTED, R
                               get_celery, send)
 from kernelrank.runner.goahead import GoAhead, JobStopped, ask_to_start
 from kernelrank.runner import warm_start
+from kernelrank.runner.containment.buildcache import BuildCache
 from kernelrank.runner.host import ceiling_probes
+from kernelrank.runner.results import error_result, job_problem_name, json_result
 from kernelrank.settings import get_settings
 from kernelrank.vocab import DeviceClass, Mode, RunKind, Verdict, device_class
 
@@ -179,19 +182,20 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
     attempt = job.get("attempt")
     gate = GoAhead(ask_to_start if start is None else start, submission_id, runner, attempt)
     results: list[dict[str, Any]] = []
+    builds = BuildCache(get_settings().scratch_dir)  # the public run's C++ build, for the secret run
     try:
         if redelivered or job.get("redelivered"):  # it may be one that kills its runner: asked first
             gate.answer()
-        log.info("job %s: %s %s on %s (%s)", submission_id, _problem_name(job), job.get("mode"), job.get("device"),
+        log.info("job %s: %s %s on %s (%s)", submission_id, job_problem_name(job), job.get("mode"), job.get("device"),
                  "+".join(kinds))
         previous: dict[str, Any] | None = None
         for kind in kinds:
             gate.check()
             hops: dict[str, Any] = {"received": received, "asked": gate.asked_at}
             if previous is not None and previous.get("status") != Verdict.passed:
-                result = _error_result(job, SKIPPED_SECRET, status=str(previous.get("status", Verdict.error.value)))
+                result = error_result(job, SKIPPED_SECRET, status=str(previous.get("status", Verdict.error.value)))
             else:
-                result = _evaluate_run(job, kind, gate, hops)
+                result = _evaluate_run(job, kind, gate, hops, builds)
             run, reason = gate.answer()
             if not run:
                 raise JobStopped(reason)
@@ -204,6 +208,8 @@ def run_job(job: dict[str, Any], runner: str, report: Any = None, start: Any = N
             previous = result
     except JobStopped as stopped:
         log.warning("job %s stopped, nothing reported: %s", submission_id, stopped.reason)
+    finally:
+        builds.close()
     return results
 
 
@@ -212,10 +218,12 @@ def _send_control(task: str, args: list[Any]) -> None:
     send(task, args, queue=CONTROL_QUEUE, retry=True, retry_policy=REPORT_RETRY_POLICY)
 
 
-def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str, Any]) -> dict[str, Any]:
-    """One harness run as a JSON-ready result dict; judge failures become an ``error`` result.
-    Stopped (:class:`~kernelrank.runner.goahead.JobStopped`) where ``gate`` says no; ``hops``
-    gets the wall-clock times (s) the judging started and ended, and of each phase it announced."""
+def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str, Any],
+                  builds: Any = None) -> dict[str, Any]:
+    """One harness run as a JSON-ready result dict; judge failures become an ``error`` result;
+    ``builds``: the job's :class:`~kernelrank.runner.containment.buildcache.BuildCache`. Stopped
+    (:class:`~kernelrank.runner.goahead.JobStopped`) where ``gate`` says no; ``hops`` gets the
+    wall-clock times (s) the judging started and ended, and of each phase it announced."""
     try:
         from kernelrank.problems import ProblemSpec
         from kernelrank.runner.containment import jobdisk
@@ -223,13 +231,13 @@ def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str,
 
         settings = get_settings()
         if refusal := containment_refusal(job["mode"], settings.runner_allow_unisolated_network):
-            return _error_result(job, refusal, status=Verdict.rejected.value)
+            return error_result(job, refusal, status=Verdict.rejected.value)
         jobdisk.sweep_scratch(settings.scratch_dir)  # what judges gone before left: mounts, folders
         spec = ProblemSpec.from_message(job["problem"])
         secret = job.get("secret_seed") if kind == RunKind.secret else None
         if kind == RunKind.secret and secret is None:
             raise ValueError("the secret run needs the job's secret seed")
-        options = _eval_options(job, settings, secret)
+        options = dataclasses.replace(_eval_options(job, settings, secret), builds=builds)
         samples: list[dict[str, Any]] = []  # each timed case's judged pairs, for the score's bundle
 
         def keep_samples(event: dict[str, Any]) -> None:
@@ -243,13 +251,13 @@ def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str,
         with gate.stoppable():
             result = evaluate(spec, job["source"], job["mode"], device_class(job["device"]), options, keep_samples)
         hops["judged"] = time.time()
-        return _json_ready({**result.to_dict(), **({"samples": samples} if samples else {})})
+        return json_result({**result.to_dict(), **({"samples": samples} if samples else {})})
     except SoftTimeLimitExceeded:
-        return _error_result(job, f"timeout: the {kind} run exceeded the job's time limit on the runner",
+        return error_result(job, f"timeout: the {kind} run exceeded the job's time limit on the runner",
                              status="timeout")
     except Exception as e:  # noqa: BLE001 - a broken problem or judge error must still end the job
         log.exception("job %s: the judge failed on the %s run", job.get("submission_id"), kind)
-        return _error_result(job, f"the judge could not evaluate this submission ({kind} run): "
+        return error_result(job, f"the judge could not evaluate this submission ({kind} run): "
                                   f"{type(e).__name__}: {str(e)[:2000]}")
 
 
@@ -275,36 +283,6 @@ def _start_spare(job: dict[str, Any]) -> None:
                     _eval_options(job, get_settings()))
     except Exception:  # noqa: BLE001 - a malformed job: the next evaluation starts its own process
         log.warning("job %s: no process started ahead", job.get("submission_id"), exc_info=True)
-
-
-def _error_result(job: dict[str, Any], message: str, status: str = Verdict.error.value) -> dict[str, Any]:
-    """A result of the harness's shape for a run the harness did not finish."""
-    from kernelrank.runner.results import EvalResult
-
-    problem = job.get("problem") or {}
-    try:
-        cls = device_class(str(job.get("device")))
-    except ValueError:
-        cls = str(job.get("device"))
-    result = EvalResult(Verdict(status), str(job.get("mode")), _problem_name(job), str(problem.get("revision", "")),
-                        cls, message=message)
-    return _json_ready(result.to_dict())
-
-
-def _problem_name(job: dict[str, Any]) -> str:
-    try:
-        return str(job["problem"]["definition"]["name"])
-    except (KeyError, TypeError):
-        return "?"
-
-
-def _json_ready(value: Any) -> Any:
-    """``value`` as JSON values: non-finite floats as ``"Infinity"``, ``"-Infinity"`` or ``"NaN"``
-    (:func:`kernelrank.runner.results.json_ready`; JSON and Postgres have no NaN), other values
-    that JSON lacks as their ``str``."""
-    from kernelrank.runner.results import json_ready
-
-    return json.loads(json.dumps(json_ready(value), default=str, allow_nan=False))
 
 
 # -- heartbeat -----------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ Layouts (:func:`detect`), reported in the run's isolation record as ``containmen
     v1 hierarchies only: ``freezer``, ``pids``, ``memory``, ``cpuacct``.
 ``none``
     nothing writable (not root, no delegated subtree): no containment; leaderboard jobs refuse to
-    run (:attr:`kernelrank.runner.judge.harness.EvalOptions.require_containment`). A runner finds
+    run (:attr:`kernelrank.runner.judge.options.EvalOptions.require_containment`). A runner finds
     this, or any group it cannot make, at start (:func:`containment_problem`, with the fix).
 
 Sources: Documentation/admin-guide/cgroup-v2.rst (``cgroup.freeze``, ``cgroup.events``,

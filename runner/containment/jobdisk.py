@@ -191,6 +191,8 @@ def remove_contents(path: Path) -> None:
 #: C++ build is a dozen files two folders deep.
 COPY_MAX_ENTRIES = 10_000
 COPY_MAX_DEPTH = 16
+#: Left out of a copied build folder: torch's build lock (a stale one would make the build wait for ever).
+BUILD_LEFT_OUT = frozenset({"lock"})
 
 
 def copy_tree(src_fd: int, dst_fd: int, uid: int | None, max_bytes: int, skip: frozenset[str] = frozenset()) -> int:

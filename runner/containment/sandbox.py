@@ -461,28 +461,27 @@ class SubmissionProcess:
 
         return hangs.dump(self.pid, self._dir_fd, wait_s)
 
-    def seed_build(self, first: "SubmissionProcess") -> int | None:
-        """Before this process loads the source ``first`` loaded, copy ``first``'s build folder (its
-        C++/CUDA extensions) into this one's, so that torch's ninja finds them up to date rather than
-        building again (each timed process of a CPU side did: docs/judging.md); the bytes copied, or
-        ``None`` where nothing was (this process then builds for itself). Only where both see their
-        build folder at one path (:data:`~kernelrank.runner.containment.isolation.BUILD_VIEW`); the
-        copy follows no link and is bounded by this process's disk (:func:`jobdisk.copy_tree`).
-        ``first`` is frozen between its requests, so its folder does not change meanwhile."""
-        if self.plan.build_view is None or first.plan.build_view != self.plan.build_view:
+    def build_folder(self) -> int:
+        """A new descriptor of the folder's ``build`` (``TORCH_EXTENSIONS_DIR``), opened without
+        following a link; the caller closes it."""
+        return os.open("build", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._dir_fd)
+
+    def seed_build(self, src_fd: int) -> int | None:
+        """Before this process loads the submission, copy the build folder open at ``src_fd`` (the
+        same source's, kept by :class:`~kernelrank.runner.containment.buildcache.BuildCache`) into
+        its own, so that torch's ninja finds the build up to date; the bytes copied, or ``None`` where
+        nothing was (not namespaced: its build folder's path is its own; or the copy refused, what
+        was copied removed): the process then builds for itself. The copy follows no link and is
+        bounded by this process's disk (:func:`jobdisk.copy_tree`)."""
+        if self.plan.build_view is None:
             return None
-        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
         try:
-            src = os.open("build", flags, dir_fd=first._dir_fd)
+            dst = self.build_folder()
             try:
-                dst = os.open("build", flags, dir_fd=self._dir_fd)
-                try:  # torch's lock file: a stale one would make the build wait for ever
-                    return jobdisk.copy_tree(src, dst, self.plan.uid, self.isolation["disk_bytes"] or 1 << 30,
-                                             skip=frozenset({"lock"}))
-                finally:
-                    os.close(dst)
+                return jobdisk.copy_tree(src_fd, dst, self.plan.uid, self.isolation["disk_bytes"] or 1 << 30,
+                                         skip=jobdisk.BUILD_LEFT_OUT)
             finally:
-                os.close(src)
+                os.close(dst)
         except OSError as e:
             log.info("build folder not copied (%s): the process builds for itself", e)
             jobdisk.remove_contents(self.workdir / "build")  # the folder itself stays: the child's view binds it

@@ -33,8 +33,7 @@ import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -44,6 +43,7 @@ from kernelrank.format import speedup
 from kernelrank.problems import ProblemSpec
 from kernelrank.runner.host import gpuinfo
 from kernelrank.runner.containment import isolation_check, pch
+from kernelrank.runner.containment.buildcache import BuildCache
 from kernelrank.runner.judge import devmem
 from kernelrank.runner.judge import busy, disturbed, hangs
 from kernelrank.runner.judge.answers import (RunEnded, out_room, raise_on_device_memory, raise_on_error,
@@ -52,7 +52,7 @@ from kernelrank.runner.judge.output_rules import judge_output
 from kernelrank.runner.submission.steady import resolve_vector_math, steady_allocator
 from kernelrank.runner.host.devices import DeviceInfo, cpu_threads, device_info
 from kernelrank.runner.judge.inputsets import InputSets
-from kernelrank.runner.containment.rlimits import SandboxLimits
+from kernelrank.runner.judge.options import EvalOptions
 from kernelrank.runner.judge.outputs import OutputChecks
 from kernelrank.runner.results import CaseResult, EvalResult
 from kernelrank.runner.containment.sandbox import ChildDied, ChildTimeout, ProtocolViolation, SubmissionProcess
@@ -67,60 +67,6 @@ TRACE_FILE_LIMIT = 64 * 1024 * 1024
 #: Largest answer accepted beyond the outputs it should carry (tracebacks, timings, headers); an
 #: output may be up to twice the reference's size before its answer is refused as oversized.
 REPLY_SLACK_BYTES = 4 * 1024 * 1024
-
-
-@dataclass(frozen=True)
-class EvalOptions:
-    """How to run an evaluation (not what: that is the problem, the source, the mode, the device).
-
-    Args:
-        threads: intra-op threads on the CPU device (0: every core this process may use).
-        scratch_dir: parent of the child's private working folder (default: system temp).
-        log_limit: bytes kept of the submission's stdout and of its stderr.
-        secret: secret mixed into leaderboard seeds; ``None`` draws a fresh random one.
-        trace_dir: where profile mode copies the Chrome trace (``None``: not kept).
-        isolation: ``"auto"`` (the strongest method that works here), ``"setuid"``, ``"userns"``
-            or ``"none"``; see :mod:`kernelrank.runner.containment.isolation`.
-        require_network_isolation: refuse (status ``rejected``, nothing of the submission run)
-            when the child's network cannot be cut; runners set it for leaderboard jobs.
-        limits: resource limits of the child (:class:`~kernelrank.runner.containment.rlimits.SandboxLimits`).
-        hidden_paths: folders covered in the child's view besides the judge's home and the job
-            folders' parent (e.g. the service's data folder).
-        zygote: a :class:`~kernelrank.runner.submission.zygote.Zygote` to fork children from (warm start:
-            torch already imported); ``None`` or one for another device starts each child cold.
-        require_containment: refuse (status ``rejected``, nothing of the submission run) when
-            the child cannot be put in a cgroup frozen outside its calls
-            (:mod:`~kernelrank.runner.containment.cgroups`); runners set it for leaderboard jobs.
-        calibration_ns: per benchmark case of the device, the reference time (ns) the scores of
-            this problem revision and device queue are based on (the service's calibration,
-            ``kernelrank.services.calibration``); ``None``: this run's own reference times.
-        processes: pairs of processes timing each benchmark case, overriding the problem's
-            ``timing.<device>.processes`` and the device's default; checks of verdicts rather
-            than of timing statistics (the test suite) use 1: one process of each side, so a C++
-            submission is built once, in the test phase's process.
-        device_memory: how the judge reads the device's memory to hold each child to the
-            problem's ``device_memory_mib`` (a :class:`~kernelrank.runner.judge.devmem.DeviceMemoryMeter`);
-            ``None``: NVML on ``cuda``, nothing on the CPU (which has no device memory).
-        spare: where the evaluation's first process may have been started ahead
-            (:class:`~kernelrank.runner.containment.spare.Spare`, :func:`start_spare`); ``None``:
-            every process starts when the evaluation needs it.
-    """
-
-    threads: int = 0
-    scratch_dir: Path | None = None
-    log_limit: int = 64 * 1024
-    secret: int | None = None
-    trace_dir: Path | None = None
-    isolation: str = "auto"
-    require_network_isolation: bool = False
-    limits: SandboxLimits = field(default_factory=SandboxLimits)
-    hidden_paths: tuple[Path, ...] = ()
-    zygote: Any = None
-    require_containment: bool = False
-    calibration_ns: tuple[float, ...] | None = None
-    processes: int | None = None
-    device_memory: Any = None
-    spare: Any = None
 
 
 def evaluate(spec: ProblemSpec, source: str, mode: Mode, device: str,
@@ -229,8 +175,9 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         self._local = threading.local()
         #: stdout and stderr of the submission's further timed processes, by their number (2..K)
         self._extra_logs: list[tuple[int, dict[str, str]]] = []
-        #: the submission's first process, whose build its later ones start from (:meth:`_load`)
-        self._first: SubmissionProcess | None = None
+        #: where the submission's first process's build is kept for its later ones (:meth:`_load`)
+        self._builds = options.builds or BuildCache(options.scratch_dir, self.limits.get("disk_bytes"))
+        self._loaded = False  # whether a process of the submission has loaded it
         #: reads the device's memory for every child's budget (``None``: no budget is checked)
         self._meter = options.device_memory
         if self._meter is None and device == DeviceClass.cuda:  # pragma: no cover - GPU-only
@@ -288,6 +235,8 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
             result.message = f"rejected in {self._where}: {e}"
         finally:
             child.close()
+            if self.options.builds is None:  # this evaluation's own
+                self._builds.close()
             result.logs = _merged_logs(child.logs(), self._extra_logs)
             result.duration_s = time.monotonic() - started
             if self.device == DeviceClass.cuda:  # pragma: no cover - GPU-only
@@ -356,10 +305,13 @@ class _Evaluation(TimedPhase, Requests, InputSets, OutputChecks):
         # an imported problem's reference may ship modules and an adapter for submissions
         extra = {k: v for k, v in (("modules", getattr(self.reference, "SUBMISSION_MODULES", None)),
                                    ("adapter", getattr(self.reference, "SUBMISSION_ADAPTER", None))) if v}
-        if child.runs == "submission" and self._first not in (None, child):
-            child.seed_build(self._first)  # its C++ build, so as not to build again (docs/judging.md)
-        self._first = self._first or (child if child.runs == "submission" else None)
+        first = child.runs == "submission" and not self._loaded
+        seeded = child.runs == "submission" and self._builds.seed(child, self.source) is not None
         self._guard(child, child.request({"op": "load", **extra}, deadline, max_bytes=REPLY_SLACK_BYTES))
+        if first:
+            self._loaded = True
+            if not seeded:  # its C++ build, so that later processes need not build (docs/judging.md)
+                self._builds.keep(child, self.source)
         child.set_baseline()
         return measured
 

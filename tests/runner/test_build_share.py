@@ -1,5 +1,5 @@
-"""A submission's further processes start from its first process's build folder
-(``SubmissionProcess.seed_build``, ``jobdisk.copy_tree``): each namespaced child sees its build
+"""A submission's later processes start from its first process's build folder
+(``buildcache.BuildCache``, ``SubmissionProcess.seed_build``, ``jobdisk.copy_tree``): each namespaced child sees its build
 folder at one path, the copy keeps what ninja judges a build by, and nothing a hostile first process
 leaves there makes the judge follow a link, copy a FIFO or a stale lock, or copy without bound."""
 
@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelrank.runner.containment import isolation, isolation_check, jobdisk
+from kernelrank.runner.containment.buildcache import BuildCache
 from kernelrank.runner.containment.rlimits import SandboxLimits
 from kernelrank.runner.containment.sandbox import SubmissionProcess
 
@@ -111,42 +112,71 @@ def custom_kernel(data):
 '''
 
 
-def _loaded(tmp_path: Path, method: str) -> SubmissionProcess:
-    child = SubmissionProcess(BUILDS, "cpu", 2, scratch_dir=tmp_path, method=method,
+def _loaded(tmp_path: Path, method: str, source: str = BUILDS) -> SubmissionProcess:
+    child = SubmissionProcess(source, "cpu", 2, scratch_dir=tmp_path, method=method,
                               limits=SandboxLimits().resolved("cpu", 60.0))
     child.start(time.monotonic() + 60)
+    child.request({"op": "load"}, time.monotonic() + 60)
     return child
 
 
 @pytest.mark.skipif(not NAMESPACED, reason="no namespaced isolation method works on this host")
 @pytest.mark.parametrize("method", NAMESPACED)
 def test_a_later_process_finds_the_first_ones_build_at_the_same_path(tmp_path: Path, method: str) -> None:
-    first = _loaded(tmp_path, method)
-    later = None
-    try:
-        first.request({"op": "load"}, time.monotonic() + 60)
-        later = _loaded(tmp_path, method)
-        assert later.seed_build(first) == len("built once")
-        later.request({"op": "load"}, time.monotonic() + 60)
-        first.close()
-        later.close()
-        assert first.logs()["stdout"].strip() == f"build folder {isolation.BUILD_VIEW} []"
-        # the same path, the build there (no FIFO, no lock); the link copied as a link
-        assert later.logs()["stdout"].strip() == f"build folder {isolation.BUILD_VIEW} ['ext', 'link']"
-    finally:
-        first.close(graceful=False)
-        if later is not None:
-            later.close(graceful=False)
+    processes = []
+    with BuildCache(tmp_path / "kept") as builds:
+        try:
+            processes.append(_loaded(tmp_path, method))
+            assert builds.keep(processes[0], BUILDS) == len("built once")
+            later = SubmissionProcess(BUILDS, "cpu", 2, scratch_dir=tmp_path, method=method,
+                                      limits=SandboxLimits().resolved("cpu", 60.0))
+            processes.append(later)
+            later.start(time.monotonic() + 60)
+            assert builds.seed(later, BUILDS.replace("print", "print ")) is None  # another source: not seeded
+            assert builds.seed(later, BUILDS) == len("built once")
+            later.request({"op": "load"}, time.monotonic() + 60)
+            for p in processes:
+                p.close()
+            assert processes[0].logs()["stdout"].strip() == f"build folder {isolation.BUILD_VIEW} []"
+            # the same path, the build there (no FIFO, no lock); the link copied as a link
+            assert later.logs()["stdout"].strip() == f"build folder {isolation.BUILD_VIEW} ['ext', 'link']"
+        finally:
+            for p in processes:
+                p.close(graceful=False)
+    assert not list((tmp_path / "kept").iterdir())  # the kept build removed with the cache
 
 
-def test_without_namespaces_nothing_is_copied(tmp_path: Path) -> None:
+@pytest.mark.skipif(not NAMESPACED, reason="no namespaced isolation method works on this host")
+def test_nothing_is_kept_of_an_empty_build_or_a_link_in_its_place(tmp_path: Path) -> None:
+    swapped = 'import os, shutil\nd = os.environ["TORCH_EXTENSIONS_DIR"]\n' \
+              'os.rmdir(os.path.join(os.environ["HOME"], "build"))\nos.symlink("/etc", os.path.join(os.environ["HOME"], "build"))\n' \
+              'def custom_kernel(data):\n    return data[0]\n'
+    with BuildCache(tmp_path / "kept") as builds:
+        for source in ("def custom_kernel(data):\n    return data[0]\n", swapped):
+            child = _loaded(tmp_path, NAMESPACED[0], source)
+            try:
+                assert (child.workdir / "build").is_symlink() == (source == swapped)
+                assert builds.keep(child, source) is None
+            finally:
+                child.close(graceful=False)
+    assert not (tmp_path / "kept").exists() or not list((tmp_path / "kept").iterdir())
+
+
+def test_without_namespaces_nothing_is_kept_or_copied(tmp_path: Path) -> None:
     """Without a mount namespace each process's build folder is at its own path, where a copied
     build would be out of date for ninja: each builds for itself."""
-    first, later = (SubmissionProcess(BUILDS, "cpu", 2, scratch_dir=tmp_path, method="none") for _ in range(2))
+    first = _loaded(tmp_path, "none")
+    later = SubmissionProcess(BUILDS, "cpu", 2, scratch_dir=tmp_path, method="none")
     try:
-        first.start(time.monotonic() + 60)
-        first.request({"op": "load"}, time.monotonic() + 60)
-        assert later.seed_build(first) is None
+        assert os.listdir(first.workdir / "build")  # it "built"
+        with BuildCache(tmp_path / "kept") as builds:
+            assert builds.keep(first, BUILDS) is None
+            assert builds.seed(later, BUILDS) is None
+        src = first.build_folder()
+        try:
+            assert later.seed_build(src) is None
+        finally:
+            os.close(src)
         assert os.listdir(later.workdir / "build") == []
     finally:
         first.close(graceful=False)
