@@ -17,7 +17,6 @@ says; a leaderboard job is ``rejected`` unrun where the network cannot be isolat
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
 import multiprocessing
@@ -237,7 +236,7 @@ def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str,
         secret = job.get("secret_seed") if kind == RunKind.secret else None
         if kind == RunKind.secret and secret is None:
             raise ValueError("the secret run needs the job's secret seed")
-        options = dataclasses.replace(_eval_options(job, settings, secret), builds=builds)
+        options = _eval_options(job, settings, secret, builds)
         samples: list[dict[str, Any]] = []  # each timed case's judged pairs, for the score's bundle
 
         def keep_samples(event: dict[str, Any]) -> None:
@@ -261,8 +260,9 @@ def _evaluate_run(job: dict[str, Any], kind: str, gate: GoAhead, hops: dict[str,
                                   f"{type(e).__name__}: {str(e)[:2000]}")
 
 
-def _eval_options(job: dict[str, Any], settings: Any, secret: Any = None) -> Any:
-    """The harness's options for a run of ``job`` on this runner (``secret``: the secret run's seed)."""
+def _eval_options(job: dict[str, Any], settings: Any, secret: Any = None, builds: Any = None) -> Any:
+    """The harness's options for a run of ``job`` on this runner (``secret``: the secret run's seed;
+    ``builds``: the job's ``BuildCache``)."""
     from kernelrank.runner.judge.harness import EvalOptions
 
     leaderboard = job["mode"] == Mode.leaderboard and not settings.runner_allow_unisolated_network
@@ -271,7 +271,8 @@ def _eval_options(job: dict[str, Any], settings: Any, secret: Any = None) -> Any
                        log_limit=settings.log_limit_bytes, secret=None if secret is None else int(secret),
                        trace_dir=None, isolation=settings.runner_isolation, require_network_isolation=leaderboard,
                        require_containment=leaderboard, hidden_paths=(settings.data_dir.resolve(),),
-                       zygote=warm_start.warm_zygote(device, settings), spare=warm_start.spare(device, settings))
+                       zygote=warm_start.warm_zygote(device, settings), spare=warm_start.spare(device, settings),
+                       builds=builds)
 
 
 def _start_spare(job: dict[str, Any]) -> None:

@@ -30,8 +30,6 @@ from kernelrank.runner.containment.rlimits import SandboxLimits
 
 log = logging.getLogger(__name__)
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
 
 def _digest(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
@@ -59,7 +57,7 @@ class BuildCache:
         (the child then builds for itself)."""
         if self._folder is None or self._digest != _digest(source):
             return None
-        fd = os.open(self._folder, _DIR_FLAGS)
+        fd = os.open(self._folder, jobdisk.DIR_FLAGS)
         try:
             return child.seed_build(fd)
         finally:
@@ -82,7 +80,7 @@ class BuildCache:
                 Path(self._scratch).mkdir(parents=True, exist_ok=True)
             folder = Path(tempfile.mkdtemp(prefix=jobdisk.folder_prefix(), dir=self._scratch))
             self._folder, self._disk = folder, jobdisk.mount(folder, self._size)
-            dst = os.open(folder, _DIR_FLAGS)
+            dst = os.open(folder, jobdisk.DIR_FLAGS)
             try:
                 kept = jobdisk.copy_tree(src, dst, None, self._size, skip=jobdisk.BUILD_LEFT_OUT)
             finally:

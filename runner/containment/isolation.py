@@ -214,6 +214,11 @@ def _depth(path: str) -> int:
     return len(Path(path).parts)
 
 
+def _private_dirs() -> list[str]:
+    """The folders of :data:`PRIVATE_DIRS` that get a private ``tmpfs`` here (real folders, not links)."""
+    return [d for d in PRIVATE_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+
+
 def _build_view(plan: Plan) -> None:
     """Private mount tree: a fresh ``/proc`` of the child's PID namespace, hidden folders covered,
     needed ones bound back, private tmpfs, the working folder writable, everything else read-only
@@ -223,7 +228,7 @@ def _build_view(plan: Plan) -> None:
     fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep}
     build = -1 if not plan.build_view else os.open(os.path.join(plan.workdir, "build"),
                                                    os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
-    private = [d for d in PRIVATE_DIRS if os.path.isdir(d) and not os.path.islink(d)]
+    private = _private_dirs()
     steps = sorted([(p, "hide") for p in plan.hide] + [(p, "private") for p in private] + [(p, "keep") for p in keep],
                    key=lambda s: (_depth(s[0]), s[1] != "hide", s[1] != "private"))
     for path, action in steps:
@@ -531,10 +536,9 @@ def make_plan(method: str, workdir: Path, limits: dict[str, int | None], hidden:
     if method == "setuid":  # the sandbox user must reach what it needs through closed folders too
         hidden = (*hidden, *(Path(c) for c in (_closed_ancestor(p) for p in (*keep, real)) if c is not None))
     hide = hide_paths(Path(real), hidden)
-    private_tmp = os.path.isdir("/tmp") and not os.path.islink("/tmp")  # as _build_view finds it
     return Plan(method, real, uid=sandbox_uid() if method == "setuid" else None, hide=hide, keep=keep,
                 limits=dict(limits), cgroup_procs=cgroup_procs, gpu_hide=gpu_hide,
-                build_view=BUILD_VIEW if private_tmp and os.path.isdir(os.path.join(real, "build")) else None)
+                build_view=BUILD_VIEW if "/tmp" in _private_dirs() and os.path.isdir(os.path.join(real, "build")) else None)
 
 
 def _closed_ancestor(path: str) -> str | None:

@@ -131,17 +131,18 @@ def remove_tree(path: Path) -> None:
     path.rmdir()
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+#: How a job's folders are opened: never through a link (:func:`copy_tree`, ``BuildCache``, ``SubmissionProcess``).
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _open_dir(name: str, dir_fd: int | None) -> int:
     """Open the folder ``name`` (relative to ``dir_fd``) without following a link, making it
     readable and searchable first when it is not."""
     try:
-        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
     except PermissionError:
         os.chmod(name, 0o700, dir_fd=dir_fd)  # a folder (d_type said so), not a link
-        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+        return os.open(name, DIR_FLAGS, dir_fd=dir_fd)
 
 
 def remove_contents(path: Path) -> None:
@@ -176,7 +177,7 @@ def remove_contents(path: Path) -> None:
                 continue
             if not names:
                 return
-            parent = os.open("..", _DIR_FLAGS, dir_fd=fd)
+            parent = os.open("..", DIR_FLAGS, dir_fd=fd)
             os.close(fd)
             fd = parent
             st = os.fstat(fd)
@@ -251,7 +252,7 @@ def _open_below(root_fd: int, parts: tuple[str, ...]) -> int:
     fd = os.dup(root_fd)
     for name in parts:
         try:
-            below = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            below = os.open(name, DIR_FLAGS, dir_fd=fd)
         finally:
             os.close(fd)
         fd = below

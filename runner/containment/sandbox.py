@@ -464,7 +464,7 @@ class SubmissionProcess:
     def build_folder(self) -> int:
         """A new descriptor of the folder's ``build`` (``TORCH_EXTENSIONS_DIR``), opened without
         following a link; the caller closes it."""
-        return os.open("build", os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=self._dir_fd)
+        return os.open("build", jobdisk.DIR_FLAGS, dir_fd=self._dir_fd)
 
     def seed_build(self, src_fd: int) -> int | None:
         """Before this process loads the submission, copy the build folder open at ``src_fd`` (the
